@@ -1,0 +1,117 @@
+"""The project's build macros: every BUILD file loads its C++ and Python rules from here.
+
+Compiler flags live in this file only. They are attached to each target (not to
+.bazelrc), so a workspace that embeds one of our targets compiles it correctly without
+copying our .bazelrc.
+"""
+
+load("@local_torch//:defs.bzl", "TORCH_CXX11_ABI")
+
+# C++20 everywhere (torch 2.13's headers accept it; Kineto moved to it), and torch's
+# libstdc++ ABI so our objects link with libtorch and with Debian's abseil/gtest.
+XXNPU_COPTS = [
+    "-std=c++20",
+    "-D_GLIBCXX_USE_CXX11_ABI=%d" % TORCH_CXX11_ABI,
+    "-fPIC",
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+]
+
+ABSL = "@com_google_absl//:absl"
+LIBTORCH = "@local_torch//:libtorch"
+KINETO_HEADERS = "@local_torch//:kineto_headers"
+GTEST_MAIN = "@com_google_googletest//:gtest_main"
+GTEST = "@com_google_googletest//:gtest"
+BENCHMARK_MAIN = "@com_github_google_benchmark//:benchmark_main"
+
+def _torch_deps(torch, kineto):
+    deps = []
+    if torch or kineto:
+        deps.append(LIBTORCH)
+    if kineto:
+        deps.append(KINETO_HEADERS)
+    return deps
+
+def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False, **kwargs):
+    """A C++ library of this project.
+
+    Args:
+      name: target name.
+      deps: dependencies.
+      copts: extra compiler flags (the project's are added).
+      torch: links libtorch and its headers. Keep False in the torch-free runtime.
+      kineto: also Kineto's headers (implies torch).
+      **kwargs: passed to cc_library (srcs, hdrs, alwayslink, visibility, ...).
+    """
+    native.cc_library(
+        name = name,
+        deps = deps + _torch_deps(torch, kineto),
+        copts = XXNPU_COPTS + copts,
+        **kwargs
+    )
+
+def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, **kwargs):
+    """A GoogleTest test. `size` is required so every test states its budget."""
+    native.cc_test(
+        name = name,
+        size = size,
+        deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST],
+        copts = XXNPU_COPTS + copts,
+        **kwargs
+    )
+
+def xxnpu_cc_binary(name, deps = [], copts = [], torch = False, kineto = False, **kwargs):
+    """A C++ program (examples, tools)."""
+    native.cc_binary(
+        name = name,
+        deps = deps + _torch_deps(torch, kineto),
+        copts = XXNPU_COPTS + copts,
+        **kwargs
+    )
+
+def xxnpu_cc_benchmark(name, deps = [], copts = [], torch = False, tags = [], **kwargs):
+    """A Google Benchmark program, tagged `benchmark`; run it with `bazel run -c opt`.
+
+    It is a binary, not a test, so `bazel test //...` never runs it.
+    """
+    native.cc_binary(
+        name = name,
+        deps = deps + _torch_deps(torch, False) + [BENCHMARK_MAIN],
+        copts = XXNPU_COPTS + copts,
+        tags = tags + ["benchmark"],
+        **kwargs
+    )
+
+def xxnpu_py_extension(name, deps = [], linkopts = [], tags = [], **kwargs):
+    """The Python extension module `<name>.so`, linking torch's Python bindings.
+
+    The wheel ships the non-torch shared libraries _C.so needs (Debian's abseil) in
+    `_libs/` beside it, hence the $ORIGIN/_libs rpath. torch's own libraries are already
+    loaded by `import torch`, which torch_xxnpu always does first.
+    """
+    native.cc_binary(
+        name = name + ".so",
+        linkshared = True,
+        deps = deps + ["@local_torch//:torch_python"],
+        linkopts = linkopts + ["-Wl,-rpath,$$ORIGIN/_libs"],
+        copts = XXNPU_COPTS,
+        # An instrumented extension cannot load into the uninstrumented interpreter.
+        tags = tags + ["no_sanitizer"],
+        **kwargs
+    )
+
+def xxnpu_py_test(name, size, srcs, deps = [], tags = [], **kwargs):
+    """A pytest file run by the torch Python. Tagged no_sanitizer: the extension cannot be
+    loaded into an uninstrumented interpreter when built with a sanitizer."""
+    native.py_test(
+        name = name,
+        size = size,
+        srcs = srcs + ["//testing:pytest_main.py"],
+        main = "//testing:pytest_main.py",
+        args = ["$(location %s)" % srcs[0]],
+        deps = deps,
+        tags = tags + ["no_sanitizer"],
+        python_version = "PY3",
+        **kwargs
+    )

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks to build and test torch-xxnpu, then configures
+# Bazel. Idempotent: a second run checks and does nothing. Needs root for apt (CI and
+# these machines run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgtest-dev
+              libbenchmark-dev pkg-config g++ openjdk-17-jdk-headless)
+# torch's CPU wheel is pinned: an unpinned torch pulls a multi-GB CUDA build.
+PIP_PACKAGES=(torch==2.13.0 pytest numpy)
+PYTHON="${PYTHON:-python3}"
+
+say() { echo "[setup] $*"; }
+die() { echo "[setup] ERROR: $*" >&2; exit 1; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  command -v apt-get >/dev/null || die "apt-get not found; install by hand: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -q >/dev/null || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    >/tmp/torch_xxnpu_apt.log 2>&1 || { tail -n 20 /tmp/torch_xxnpu_apt.log; die "apt-get install failed"; }
+else
+  say "Debian packages present"
+fi
+
+command -v "$PYTHON" >/dev/null || die "no $PYTHON on PATH (Python 3.11 with pip is expected)"
+need_pip=()
+"$PYTHON" - "${PIP_PACKAGES[@]}" <<'PY' > /tmp/torch_xxnpu_pip_missing || true
+import sys, importlib.metadata as md
+for spec in sys.argv[1:]:
+    name, _, version = spec.partition("==")
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        print(spec); continue
+    if version and have.split("+")[0] != version:
+        print(spec)
+PY
+mapfile -t need_pip < /tmp/torch_xxnpu_pip_missing
+if ((${#need_pip[@]})); then
+  say "installing pip packages: ${need_pip[*]}"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check "${need_pip[@]}" \
+    || die "pip install ${need_pip[*]} failed"
+else
+  say "pip packages present"
+fi
+
+command -v bazel >/dev/null || die "bazel not on PATH after installing bazel-bootstrap"
+"$PYTHON" tools/configure.py | sed 's/^/[setup] /'
