@@ -58,10 +58,17 @@ def xxnpu_dependencies():
     )
     system_cc_repository(
         name = "com_google_googletest",
-        debian_package = "libgtest-dev",
+        debian_package = "libgtest-dev and libgmock-dev",
         targets = {
-            "gtest": ["gtest"],
-            "gtest_main": ["gtest_main"],
+            # gmock's matchers come with every test.
+            "gtest": [
+                "gmock",
+                "gtest",
+            ],
+            "gtest_main": [
+                "gmock",
+                "gtest_main",
+            ],
         },
     )
     system_cc_repository(

@@ -15,5 +15,5 @@ out="$(bazel --batch --output_user_root="$TEST_TMPDIR/bazel_root" run \
   --repo_env=PYTHON_BIN_PATH="$python_bin" --disk_cache="$cache" \
   //:embed 2>"$TEST_TMPDIR/bazel.log")" || { cat "$TEST_TMPDIR/bazel.log"; exit 1; }
 echo "$out"
-grep -q "^embed: device clock ok" <<<"$out"
+grep -q "^embed: device runtime ok" <<<"$out"
 echo "1 passed, 0 failed"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgtest-dev
+APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgtest-dev libgmock-dev
               libbenchmark-dev pkg-config g++ openjdk-17-jdk-headless)
 # torch's CPU wheel is pinned: an unpinned torch pulls a multi-GB CUDA build.
 PIP_PACKAGES=(torch==2.13.0 pytest numpy)

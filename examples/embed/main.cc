@@ -1,13 +1,33 @@
-// Embeds torch-xxnpu's device runtime in a program of its own.
+// A program of its own that embeds torch-xxnpu's torch-free device runtime: it depends
+// on @torch_xxnpu//device:runtime and nothing of torch.
 #include <cstdio>
-#include <ctime>
+#include <vector>
 
-#include "device/clock.h"
+#include "device/runtime.h"
 
 int main() {
-  const long long device_ns = xxnpu::NowNs();
-  const long long wall_s = static_cast<long long>(std::time(nullptr));
-  const bool ok = device_ns / 1'000'000'000 - wall_s <= 1 && wall_s - device_ns / 1'000'000'000 <= 1;
-  std::printf("embed: device clock %s (%lld ns)\n", ok ? "ok" : "WRONG", device_ns);
+  std::vector<int> host(1024), back(1024);
+  for (int i = 0; i < 1024; ++i) host[i] = i;
+  auto d = xxnpu::xxnpuMalloc(host.size() * sizeof(int));
+  if (!d.ok()) {
+    std::printf("embed: %s\n", d.status().ToString().c_str());
+    return 1;
+  }
+  int* p = static_cast<int*>(*d);
+  absl::Status s = xxnpu::xxnpuMemcpy(p, host.data(), 4096, xxnpu::MemcpyKind::kHostToDevice);
+  xxnpu::LaunchConfig cfg;
+  cfg.name = "embed_square";
+  if (s.ok()) {
+    s = xxnpu::xxnpuLaunchKernel(cfg, [p](xxnpu::BlockRange) {
+      int* v = xxnpu::DeviceView(p);
+      for (int i = 0; i < 1024; ++i) v[i] *= v[i];
+      return absl::OkStatus();
+    }, nullptr);
+  }
+  if (s.ok()) s = xxnpu::xxnpuMemcpy(back.data(), p, 4096, xxnpu::MemcpyKind::kDeviceToHost);
+  if (s.ok()) s = xxnpu::xxnpuFree(p);
+  bool ok = s.ok();
+  for (int i = 0; ok && i < 1024; ++i) ok = back[i] == i * i;
+  std::printf("embed: device runtime %s%s\n", ok ? "ok" : "WRONG ", s.ok() ? "" : s.ToString().c_str());
   return ok ? 0 : 1;
 }

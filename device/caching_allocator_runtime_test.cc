@@ -1,0 +1,333 @@
+// The caching allocator on the simulated device (RuntimeAllocatorBackend): real device
+// memory, real streams and events, real capacity in OOM messages.
+//
+// The runtime reads its configuration at first use, so a global constructor sets it
+// before main: 2 devices of 64 MiB each (small enough to run out of quickly).
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "device/activity_trace.h"
+#include "device/caching_allocator.h"
+#include "device/runtime.h"
+#include "device/runtime_allocator_backend.h"
+#include "gtest/gtest.h"
+
+namespace xxnpu {
+namespace {
+
+constexpr size_t kKiB = size_t{1} << 10;
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kDeviceMemory = 64 * kMiB;
+
+const bool kConfigured = [] {
+  setenv("XXNPU_DEVICE_MEMORY", "64M", /*overwrite=*/1);
+  setenv("XXNPU_DEVICE_COUNT", "2", 1);
+  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+  return true;
+}();
+
+// A kernel that blocks its stream until the test opens the gate: "work still running on
+// stream B" for as long as the test needs.
+struct Gate {
+  std::atomic<bool> open{false};
+  void Wait() const {
+    while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+};
+
+absl::Status LaunchWait(const Gate& gate, xxnpuStream_t stream) {
+  LaunchConfig cfg;
+  cfg.name = "caching_allocator_test_wait";
+  return xxnpuLaunchKernel(
+      cfg,
+      [&gate](BlockRange) {
+        gate.Wait();
+        return absl::OkStatus();
+      },
+      stream);
+}
+
+void* MustAlloc(CachingAllocator& a, size_t bytes, xxnpuStream_t stream = nullptr) {
+  absl::StatusOr<void*> p = a.Allocate(bytes, stream);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : nullptr;
+}
+
+size_t DeviceFree(int device) {
+  absl::StatusOr<MemInfo> info = xxnpuMemGetInfo(device);
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? info->free : 0;
+}
+
+class CachingAllocatorRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kConfigured);
+    ASSERT_TRUE(xxnpuSetDevice(0).ok());
+    free_at_start_ = DeviceFree(0);
+  }
+  void TearDown() override {
+    // Every test leaves the device as it found it.
+    EXPECT_EQ(DeviceFree(0), free_at_start_);
+  }
+  size_t free_at_start_ = 0;
+};
+
+TEST_F(CachingAllocatorRuntimeTest, BackendReportsTheDevice) {
+  RuntimeAllocatorBackend backend(0);
+  EXPECT_EQ(backend.Device(), 0);
+  EXPECT_EQ(backend.Capacity(), kDeviceMemory);
+  EXPECT_EQ(backend.FreeBytes(), free_at_start_);
+  absl::StatusOr<int> default_id = xxnpuStreamGetId(nullptr);
+  ASSERT_TRUE(default_id.ok());
+  EXPECT_EQ(backend.StreamId(nullptr), *default_id);
+}
+
+TEST_F(CachingAllocatorRuntimeTest, AllocateFreeReuseOnTheDevice) {
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    void* p = MustAlloc(alloc, 4 * kKiB);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(IsDevicePointer(p));
+    PointerAttributes attr = xxnpuPointerGetAttributes(p);
+    EXPECT_EQ(attr.type, PointerAttributes::Type::kDevice);
+    EXPECT_EQ(attr.device, 0);
+    EXPECT_EQ(attr.base, p);  // the first block of a fresh segment
+    EXPECT_EQ(attr.size, kSmallBuffer);
+    EXPECT_EQ(DeviceFree(0), free_at_start_ - kSmallBuffer);
+
+    // The memory is usable: a round trip through the device.
+    std::vector<uint8_t> in(4 * kKiB), out(4 * kKiB);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
+    ASSERT_TRUE(xxnpuMemcpy(p, in.data(), in.size(), MemcpyKind::kHostToDevice).ok());
+    ASSERT_TRUE(xxnpuMemcpy(out.data(), p, out.size(), MemcpyKind::kDeviceToHost).ok());
+    EXPECT_EQ(in, out);
+
+    ASSERT_TRUE(alloc.Free(p).ok());
+    for (int i = 0; i < 10; ++i) {
+      void* q = MustAlloc(alloc, 4 * kKiB);
+      EXPECT_EQ(q, p);  // cached, same stream
+      ASSERT_TRUE(alloc.Free(q).ok());
+    }
+    EXPECT_EQ(alloc.GetStats().num_device_alloc, 1);
+    EXPECT_EQ(DeviceFree(0), free_at_start_ - kSmallBuffer);  // still reserved
+
+    ASSERT_TRUE(alloc.EmptyCache().ok());
+    EXPECT_EQ(DeviceFree(0), free_at_start_);
+    EXPECT_EQ(alloc.GetStats().num_device_free, 1);
+
+    // The destructor returns segments still held.
+    (void)MustAlloc(alloc, 3 * kMiB);
+    EXPECT_EQ(DeviceFree(0), free_at_start_ - kLargeBuffer);
+  }
+  EXPECT_EQ(DeviceFree(0), free_at_start_);
+}
+
+TEST_F(CachingAllocatorRuntimeTest, RecordStreamWaitsForTheOtherStream) {
+  absl::StatusOr<xxnpuStream_t> b = xxnpuStreamCreate();
+  ASSERT_TRUE(b.ok()) << b.status();
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    void* p = MustAlloc(alloc, kMiB);
+    void* keep = MustAlloc(alloc, 4 * kKiB);  // p cannot merge with the tail
+
+    Gate gate;
+    ASSERT_TRUE(LaunchWait(gate, *b).ok());  // "stream B is still using p"
+    ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
+    ASSERT_TRUE(alloc.Free(p).ok());
+
+    // While B runs, p is not handed out, however often we ask.
+    for (int i = 0; i < 5; ++i) {
+      void* q = MustAlloc(alloc, kMiB);
+      EXPECT_NE(q, p);
+      ASSERT_TRUE(alloc.Free(q).ok());
+    }
+    ASSERT_EQ(xxnpuStreamQuery(*b).code(), absl::StatusCode::kUnavailable)
+        << "the gate kernel finished early: the test proved nothing";
+    MemorySnapshot snap = alloc.Snapshot();
+    bool pending = false;
+    for (const SegmentInfo& seg : snap.segments) {
+      for (const BlockInfo& blk : seg.blocks) {
+        if (blk.address == reinterpret_cast<uint64_t>(p)) {
+          pending = blk.state == BlockState::kActivePendingFree;
+        }
+      }
+    }
+    EXPECT_TRUE(pending);
+
+    gate.open.store(true);
+    ASSERT_TRUE(xxnpuStreamSynchronize(*b).ok());
+    void* r = MustAlloc(alloc, kMiB);  // the marker completed: p is back
+    EXPECT_EQ(r, p);
+    ASSERT_TRUE(alloc.Free(r).ok());
+    ASSERT_TRUE(alloc.Free(keep).ok());
+    ASSERT_TRUE(alloc.EmptyCache().ok());
+    EXPECT_EQ(alloc.GetStats().reserved_bytes[0].current, 0);
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, EmptyCacheKeepsMemoryPendingOnAStream) {
+  absl::StatusOr<xxnpuStream_t> b = xxnpuStreamCreate();
+  ASSERT_TRUE(b.ok()) << b.status();
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    void* p = MustAlloc(alloc, 4 * kKiB);
+    Gate gate;
+    ASSERT_TRUE(LaunchWait(gate, *b).ok());
+    ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
+    ASSERT_TRUE(alloc.Free(p).ok());
+    ASSERT_TRUE(alloc.EmptyCache().ok());
+    EXPECT_EQ(DeviceFree(0), free_at_start_ - kSmallBuffer);  // B may still use it
+    gate.open.store(true);
+    ASSERT_TRUE(xxnpuStreamSynchronize(*b).ok());
+    ASSERT_TRUE(alloc.EmptyCache().ok());
+    EXPECT_EQ(DeviceFree(0), free_at_start_);
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, OutOfMemoryRetriesThenReportsTheRealCapacity) {
+  absl::StatusOr<xxnpuStream_t> b = xxnpuStreamCreate();
+  ASSERT_TRUE(b.ok()) << b.status();
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    void* p = MustAlloc(alloc, 40 * kMiB);
+    ASSERT_TRUE(alloc.Free(p).ok());
+    // Cached on the default stream; B's 40 MiB only fits once the cache is returned.
+    void* q = MustAlloc(alloc, 40 * kMiB, *b);
+    ASSERT_NE(q, nullptr);
+    DeviceStats s = alloc.GetStats();
+    EXPECT_EQ(s.num_alloc_retries, 1);
+    EXPECT_EQ(s.num_device_free, 1);
+    EXPECT_EQ(s.num_ooms, 0);
+
+    absl::StatusOr<void*> r = alloc.Allocate(40 * kMiB, *b);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    const std::string msg(r.status().message());
+    EXPECT_NE(msg.find("out of memory on device 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Tried to allocate 40.00 MiB (41943040 bytes)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("total capacity of 64.00 MiB (67108864 bytes)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("40.00 MiB (41943040 bytes) is already allocated"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("40.00 MiB (41943040 bytes) is reserved in total"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(absl::StrCat("(", free_at_start_ - 40 * kMiB, " bytes) is free")),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(alloc.GetStats().num_ooms, 1);
+    ASSERT_TRUE(alloc.Free(q).ok());
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, OutOfMemoryWaitsForAStreamStillUsingABlock) {
+  absl::StatusOr<xxnpuStream_t> b = xxnpuStreamCreate();
+  ASSERT_TRUE(b.ok()) << b.status();
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    void* p = MustAlloc(alloc, 40 * kMiB);
+    Gate gate;
+    ASSERT_TRUE(LaunchWait(gate, *b).ok());
+    ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
+    ASSERT_TRUE(alloc.Free(p).ok());
+    // Opens the gate a little later, while the allocator is waiting in its OOM path.
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      gate.open.store(true);
+    });
+    void* q = MustAlloc(alloc, 40 * kMiB, *b);
+    opener.join();
+    EXPECT_NE(q, nullptr);
+    EXPECT_EQ(alloc.GetStats().num_sync_all_streams, 1);
+    EXPECT_EQ(alloc.GetStats().num_ooms, 0);
+    ASSERT_TRUE(alloc.Free(q).ok());
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, MemoryFractionOfTheRealCapacity) {
+  CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+  ASSERT_TRUE(alloc.SetMemoryFraction(0.25).ok());  // 16 MiB
+  void* p = MustAlloc(alloc, 12 * kMiB);
+  absl::StatusOr<void*> q = alloc.Allocate(12 * kMiB);
+  ASSERT_EQ(q.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(q.status().message().find("limits it to 16.00 MiB"), std::string::npos)
+      << q.status();
+  ASSERT_TRUE(alloc.Free(p).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, SecondDeviceAndDefaultStreamMarkers) {
+  // An allocator for device 1 used from a thread whose current device is 0: segments
+  // land on device 1, and markers on the default stream (nullptr) are recorded on
+  // device 1's default stream without changing the caller's current device.
+  const size_t free1 = DeviceFree(1);
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(1));
+    EXPECT_EQ(alloc.device(), 1);
+    void* p = MustAlloc(alloc, 4 * kKiB, nullptr);
+    PointerAttributes attr = xxnpuPointerGetAttributes(p);
+    EXPECT_EQ(attr.device, 1);
+    absl::StatusOr<xxnpuStream_t> s1 = [] {
+      EXPECT_TRUE(xxnpuSetDevice(1).ok());
+      absl::StatusOr<xxnpuStream_t> s = xxnpuStreamCreate();
+      EXPECT_TRUE(xxnpuSetDevice(0).ok());
+      return s;
+    }();
+    ASSERT_TRUE(s1.ok()) << s1.status();
+    void* q = MustAlloc(alloc, 4 * kKiB, *s1);
+    ASSERT_TRUE(alloc.RecordStream(q, nullptr).ok());
+    ASSERT_TRUE(alloc.Free(q).ok());  // records a marker on device 1's default stream
+    EXPECT_EQ(*xxnpuGetDevice(), 0);
+    ASSERT_TRUE(xxnpuSetDevice(1).ok());
+    ASSERT_TRUE(xxnpuDeviceSynchronize().ok());
+    ASSERT_TRUE(xxnpuSetDevice(0).ok());
+    ASSERT_TRUE(alloc.Free(p).ok());
+    ASSERT_TRUE(alloc.EmptyCache().ok());
+    EXPECT_EQ(DeviceFree(1), free1);
+    EXPECT_EQ(alloc.GetStats().reserved_bytes[0].current, 0);
+    ASSERT_TRUE(xxnpuStreamDestroy(*s1).ok());
+  }
+  EXPECT_EQ(DeviceFree(1), free1);
+}
+
+TEST_F(CachingAllocatorRuntimeTest, ActivityRecordsCarryStreamIds) {
+  absl::StatusOr<xxnpuStream_t> b = xxnpuStreamCreate();
+  ASSERT_TRUE(b.ok()) << b.status();
+  {
+    CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
+    ActivityClear();
+    ActivityEnable(ActivityKind::kMemory);
+    void* p = MustAlloc(alloc, 4 * kKiB, *b);
+    void* q = MustAlloc(alloc, 4 * kKiB, nullptr);
+    ASSERT_TRUE(alloc.Free(p).ok());
+    ASSERT_TRUE(alloc.Free(q).ok());
+    ActivityDisable(ActivityKind::kMemory);
+    std::vector<ActivityRecord> records;
+    ActivityCollect(&records);
+    std::vector<ActivityRecord> mine;
+    for (const ActivityRecord& r : records) {
+      if (r.kind == ActivityKind::kMemory && r.subkind == 1) mine.push_back(r);
+    }
+    ASSERT_EQ(mine.size(), 4u);
+    EXPECT_EQ(mine[0].stream, *xxnpuStreamGetId(*b));
+    EXPECT_EQ(mine[1].stream, *xxnpuStreamGetId(nullptr));
+    EXPECT_EQ(mine[0].device, 0);
+    EXPECT_EQ(mine[0].total_reserved, kSmallBuffer);
+    EXPECT_EQ(mine[1].total_reserved, 2 * kSmallBuffer);  // another stream, another segment
+    ActivityClear();
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+}  // namespace
+}  // namespace xxnpu

@@ -1,0 +1,89 @@
+#include "device/compute_pool.h"
+
+#include <algorithm>
+
+namespace xxnpu {
+
+ComputePool::ComputePool(int threads) : threads_(std::max(1, threads)) {
+  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ComputePool::~ComputePool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ComputePool::Work(Job& job) {
+  int64_t finished = 0;
+  for (;;) {
+    const int64_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
+    if (begin >= job.total) break;
+    const int64_t end = std::min(job.total, begin + job.chunk);
+    absl::Status s = (*job.body)(BlockRange{begin, end});
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(job.error_mu);
+      if (job.error.ok()) job.error = std::move(s);
+    }
+    finished += end - begin;
+  }
+  if (finished) job.done.fetch_add(finished, std::memory_order_acq_rel);
+}
+
+absl::Status ComputePool::Run(int64_t total, bool parallel, int priority, const KernelBody& body) {
+  if (total <= 0) return absl::OkStatus();
+  if (!parallel || total == 1 || threads_ == 1) return body(BlockRange{0, total});
+
+  Job job;
+  job.body = &body;
+  job.total = total;
+  job.priority = priority;
+  // A few chunks per thread evens out uneven blocks without much scheduling traffic.
+  job.chunk = std::max<int64_t>(1, total / (threads_ * 4));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Lower number = higher priority (CUDA's convention); FIFO within a priority.
+    auto pos = std::find_if(jobs_.begin(), jobs_.end(),
+                            [&](const Job* j) { return j->priority > priority; });
+    jobs_.insert(pos, &job);
+  }
+  work_cv_.notify_all();
+  Work(job);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // No more chunks to hand out: take the job off the queue so no worker picks it up.
+    auto it = std::find(jobs_.begin(), jobs_.end(), &job);
+    if (it != jobs_.end()) jobs_.erase(it);
+    // The job lives on this stack: wait for the blocks and for every worker holding it.
+    done_cv_.wait(lock, [&] {
+      return job.done.load(std::memory_order_acquire) == job.total && job.active_workers == 0;
+    });
+  }
+  return job.error;
+}
+
+void ComputePool::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_) return;
+    Job* job = jobs_.front();
+    if (job->next.load(std::memory_order_relaxed) >= job->total) {
+      // Exhausted; its launcher removes it. Let others run meanwhile.
+      jobs_.pop_front();
+      continue;
+    }
+    ++job->active_workers;
+    lock.unlock();
+    Work(*job);
+    lock.lock();
+    --job->active_workers;
+    // Under the lock, so the launcher cannot return (destroying the job) in between.
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace xxnpu

@@ -1,0 +1,63 @@
+// A device's compute threads: a kernel's grid is split into chunks of blocks that the
+// launching stream thread and the pool's workers take in turn.
+//
+// The stream thread always works on its own kernel, so a pool of N compute threads has
+// N-1 workers; with N = 1 every kernel runs on its stream thread alone. Jobs from
+// higher-priority streams are served first.
+#ifndef TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_
+#define TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "device/runtime.h"
+
+namespace xxnpu {
+
+class ComputePool {
+ public:
+  explicit ComputePool(int threads);
+  ~ComputePool();
+  ComputePool(const ComputePool&) = delete;
+  ComputePool& operator=(const ComputePool&) = delete;
+
+  // Runs `body` over blocks [0, total) and returns the first error any share returned.
+  // Spreads the work over the pool when `parallel` and there is more than one block.
+  absl::Status Run(int64_t total, bool parallel, int priority, const KernelBody& body);
+
+  int threads() const { return threads_; }
+
+ private:
+  struct Job {
+    const KernelBody* body = nullptr;
+    int64_t total = 0;
+    int64_t chunk = 1;
+    int priority = 0;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    int active_workers = 0;  // guarded by the pool's mu_; the job outlives their use
+    std::mutex error_mu;
+    absl::Status error;
+  };
+  // Takes chunks of `job` until none remain.
+  static void Work(Job& job);
+  void WorkerLoop();
+
+  const int threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // workers wait for jobs
+  std::condition_variable done_cv_;  // launchers wait for stragglers
+  std::deque<Job*> jobs_;            // by priority, then arrival
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_

@@ -1,0 +1,170 @@
+#include "device/device_memory.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace xxnpu {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+absl::Status Errno(const char* what) {
+  return absl::InternalError(absl::StrCat(what, " failed: ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int devices, size_t capacity,
+                                                                    bool strict) {
+  std::unique_ptr<DeviceMemory> m(new DeviceMemory());
+  m->capacity_ = RoundUp(capacity, kPage);
+  m->span_ = m->capacity_ * devices;
+  void* reserved = mmap(nullptr, 2 * m->span_, PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return Errno("reserving the device address range (mmap)");
+  m->base_ = static_cast<char*>(reserved);
+  for (int d = 0; d < devices; ++d) {
+    auto heap = std::make_unique<Heap>();
+    const std::string name = absl::StrCat("xxnpu-device-", d);
+    heap->fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+    if (heap->fd < 0) return Errno("memfd_create");
+    if (ftruncate(heap->fd, static_cast<off_t>(m->capacity_)) != 0) return Errno("ftruncate");
+    char* device_addr = m->base_ + d * m->capacity_;
+    char* view_addr = device_addr + m->span_;
+    // In strict mode the device addresses map nothing accessible: any host dereference
+    // faults at the exact instruction, which is what makes mis-registered kernels obvious.
+    if (strict) {
+      // Already PROT_NONE from the reservation.
+    } else if (mmap(device_addr, m->capacity_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                    heap->fd, 0) == MAP_FAILED) {
+      return Errno("mapping device memory");
+    }
+    if (mmap(view_addr, m->capacity_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, heap->fd, 0) ==
+        MAP_FAILED) {
+      return Errno("mapping the device view");
+    }
+    heap->free_ranges.emplace(0, m->capacity_);
+    heap->free_bytes = m->capacity_;
+    m->heaps_.push_back(std::move(heap));
+  }
+  return m;
+}
+
+DeviceMemory::~DeviceMemory() {
+  for (auto& h : heaps_) close(h->fd);
+  if (base_) munmap(base_, 2 * span_);
+}
+
+int DeviceMemory::DeviceOf(const void* ptr) const {
+  const char* p = static_cast<const char*>(ptr);
+  if (p < base_ || p >= base_ + span_) return -1;
+  return static_cast<int>((p - base_) / capacity_);
+}
+
+absl::StatusOr<void*> DeviceMemory::Allocate(int device, size_t bytes) {
+  Heap& heap = *heaps_[device];
+  const size_t need = RoundUp(bytes, kPage);
+  std::lock_guard<std::mutex> lock(heap.mu);
+  for (auto it = heap.free_ranges.begin(); it != heap.free_ranges.end(); ++it) {
+    if (it->second < need) continue;
+    const size_t offset = it->first;
+    const size_t rest = it->second - need;
+    heap.free_ranges.erase(it);
+    if (rest) heap.free_ranges.emplace(offset + need, rest);
+    heap.live.emplace(offset, bytes);
+    heap.free_bytes -= need;
+    return static_cast<void*>(base_ + device * capacity_ + offset);
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "xxnpu:", device, " out of memory: tried to allocate ", bytes, " bytes; ", heap.free_bytes,
+      " bytes free of ", capacity_, " total", heap.free_bytes >= need ? " (fragmented)" : ""));
+}
+
+void DeviceMemory::InsertFree(Heap& heap, size_t offset, size_t length) {
+  auto next = heap.free_ranges.lower_bound(offset);
+  if (next != heap.free_ranges.end() && offset + length == next->first) {
+    length += next->second;
+    next = heap.free_ranges.erase(next);
+  }
+  if (next != heap.free_ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += length;
+      return;
+    }
+  }
+  heap.free_ranges.emplace(offset, length);
+}
+
+void DeviceMemory::ReleasePages(Heap& heap, size_t offset, size_t length) {
+  // Freed device memory gives its RAM back, as a driver unmapping pages would. Failure
+  // only means the pages stay resident; the range is free either way.
+  (void)fallocate(heap.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(length));
+}
+
+absl::StatusOr<DeviceMemory::Allocation> DeviceMemory::Free(void* ptr) {
+  const int device = DeviceOf(ptr);
+  if (device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("xxnpuFree: ", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+                     " is not a device pointer"));
+  }
+  Heap& heap = *heaps_[device];
+  const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - (base_ + device * capacity_));
+  std::lock_guard<std::mutex> lock(heap.mu);
+  auto it = heap.live.find(offset);
+  if (it == heap.live.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "xxnpuFree: ", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+        " is not the start of a live allocation on xxnpu:", device, " (double free or interior pointer?)"));
+  }
+  Allocation a{device, static_cast<char*>(ptr), it->second};
+  const size_t length = RoundUp(it->second, kPage);
+  heap.live.erase(it);
+  ReleasePages(heap, offset, length);
+  InsertFree(heap, offset, length);
+  heap.free_bytes += length;
+  return a;
+}
+
+std::optional<DeviceMemory::Allocation> DeviceMemory::Find(const void* ptr) const {
+  const int device = DeviceOf(ptr);
+  if (device < 0) return std::nullopt;
+  const Heap& heap = *heaps_[device];
+  const size_t offset =
+      static_cast<size_t>(static_cast<const char*>(ptr) - (base_ + device * capacity_));
+  std::lock_guard<std::mutex> lock(heap.mu);
+  auto it = heap.live.upper_bound(offset);
+  if (it == heap.live.begin()) return std::nullopt;
+  --it;
+  if (offset >= it->first + std::max<size_t>(it->second, 1)) return std::nullopt;
+  return Allocation{device, base_ + device * capacity_ + it->first, it->second};
+}
+
+size_t DeviceMemory::FreeBytes(int device) const {
+  const Heap& heap = *heaps_[device];
+  std::lock_guard<std::mutex> lock(heap.mu);
+  return heap.free_bytes;
+}
+
+void DeviceMemory::FreeAll(int device) {
+  Heap& heap = *heaps_[device];
+  std::lock_guard<std::mutex> lock(heap.mu);
+  heap.live.clear();
+  heap.free_ranges.clear();
+  ReleasePages(heap, 0, capacity_);
+  heap.free_ranges.emplace(0, capacity_);
+  heap.free_bytes = capacity_;
+}
+
+}  // namespace xxnpu

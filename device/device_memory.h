@@ -1,0 +1,77 @@
+// The simulated devices' memory: one address space per device, separate from the host's.
+//
+// Each device's memory is a memfd mapped twice into one reserved range:
+//   [base, base + N*cap)            device addresses, handed to the host by xxnpuMalloc;
+//                                   PROT_NONE in strict mode, so a host access faults
+//   [base + N*cap, base + 2*N*cap)  the device's own view, used by kernels and copy
+//                                   engines (DeviceView adds the constant offset)
+// Pages are only backed by RAM once touched, and freeing punches them out of the memfd,
+// so a large nominal capacity costs nothing until used.
+#ifndef TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
+#define TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace xxnpu {
+
+class DeviceMemory {
+ public:
+  struct Allocation {
+    int device = -1;
+    char* base = nullptr;  // device address
+    size_t size = 0;       // as requested
+  };
+
+  static absl::StatusOr<std::unique_ptr<DeviceMemory>> Create(int devices, size_t capacity,
+                                                               bool strict);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // First fit in address order, page-granular (so freed pages can be returned to the OS).
+  absl::StatusOr<void*> Allocate(int device, size_t bytes);
+  // `ptr` must be the start of a live allocation.
+  absl::StatusOr<Allocation> Free(void* ptr);
+  // The live allocation containing `ptr`, if any.
+  std::optional<Allocation> Find(const void* ptr) const;
+  size_t FreeBytes(int device) const;
+  size_t capacity() const { return capacity_; }
+  // Releases every allocation of `device`.
+  void FreeAll(int device);
+  // Which device's address range holds `ptr`, or -1.
+  int DeviceOf(const void* ptr) const;
+
+  char* range_begin() const { return base_; }
+  char* range_end() const { return base_ + span_; }
+  ptrdiff_t view_offset() const { return static_cast<ptrdiff_t>(span_); }
+
+ private:
+  struct Heap {
+    int fd = -1;
+    mutable std::mutex mu;
+    std::map<size_t, size_t> free_ranges;  // offset -> length, coalesced
+    std::map<size_t, size_t> live;         // offset -> requested bytes
+    size_t free_bytes = 0;
+  };
+  DeviceMemory() = default;
+  void ReleasePages(Heap& heap, size_t offset, size_t length);
+  void InsertFree(Heap& heap, size_t offset, size_t length);
+
+  char* base_ = nullptr;   // start of the reserved range (device addresses)
+  size_t capacity_ = 0;    // bytes per device (page multiple)
+  size_t span_ = 0;        // devices * capacity_: the device-address half
+  std::vector<std::unique_ptr<Heap>> heaps_;
+};
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_

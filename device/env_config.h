@@ -1,0 +1,32 @@
+// The runtime's configuration, read from environment variables once per process.
+#ifndef TORCH_XXNPU_DEVICE_ENV_CONFIG_H_
+#define TORCH_XXNPU_DEVICE_ENV_CONFIG_H_
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace xxnpu {
+
+struct RuntimeConfig {
+  int device_count = 2;
+  size_t device_memory = size_t{8} << 30;
+  int compute_threads = 1;  // per device; the stream thread running a kernel is one of them
+  bool launch_blocking = false;
+  bool strict_memory = false;
+  int spin_us = 0;  // how long an idle stream thread spins before sleeping
+};
+
+// Parses the XXNPU_* variables through `getenv` (injectable for tests). A malformed value
+// is an InvalidArgument error naming the variable, the value and what is accepted.
+absl::StatusOr<RuntimeConfig> ParseRuntimeConfig(
+    const std::function<const char*(const char*)>& getenv);
+
+// "8G", "512M", "4096", "64K" -> bytes.
+absl::StatusOr<size_t> ParseByteSize(const std::string& text);
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_DEVICE_ENV_CONFIG_H_

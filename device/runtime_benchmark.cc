@@ -1,0 +1,197 @@
+// Benchmarks of the device runtime: launch enqueue cost, launch-to-start latency,
+// empty-kernel throughput, copy bandwidth against plain memcpy, and what activity
+// tracing adds per launch. Run: bazel run --config=opt //device:runtime_benchmark
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "device/activity_trace.h"
+#include "device/clock.h"
+#include "device/runtime.h"
+
+namespace xxnpu {
+namespace {
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::abort();
+  }
+}
+
+LaunchConfig EmptyConfig() {
+  LaunchConfig cfg;
+  cfg.name = "bench_empty";
+  return cfg;
+}
+
+absl::Status EmptyBody(BlockRange) { return absl::OkStatus(); }
+
+// Host-side cost of queueing one kernel (the device drains concurrently).
+void BM_LaunchEnqueue(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  const LaunchConfig cfg = EmptyConfig();
+  int64_t n = 0;
+  for (auto _ : state) {
+    Check(xxnpuLaunchKernel(cfg, EmptyBody, s));
+    if (++n % 4096 == 0) {
+      state.PauseTiming();
+      Check(xxnpuStreamSynchronize(s));
+      state.ResumeTiming();
+    }
+  }
+  Check(xxnpuStreamSynchronize(s));
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_LaunchEnqueue);
+
+// Same, with tracing on (arg: 1 = runtime calls, 2 = kernels, 3 = both, as a profiler
+// does): the difference from BM_LaunchEnqueue is tracing's cost per launch.
+void BM_LaunchEnqueueTraced(benchmark::State& state) {
+  if (state.range(0) & 1) ActivityEnable(ActivityKind::kRuntime);
+  if (state.range(0) & 2) ActivityEnable(ActivityKind::kKernel);
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  const LaunchConfig cfg = EmptyConfig();
+  std::vector<ActivityRecord> sink;
+  int64_t n = 0;
+  for (auto _ : state) {
+    Check(xxnpuLaunchKernel(cfg, EmptyBody, s));
+    if (++n % 4096 == 0) {
+      state.PauseTiming();
+      Check(xxnpuStreamSynchronize(s));
+      sink.clear();
+      ActivityCollect(&sink);
+      state.ResumeTiming();
+    }
+  }
+  Check(xxnpuStreamSynchronize(s));
+  Check(xxnpuStreamDestroy(s));
+  state.counters["dropped"] = static_cast<double>(ActivityTakeDroppedCount());
+  ActivityDisableAll();
+  ActivityClear();
+}
+BENCHMARK(BM_LaunchEnqueueTraced)->Arg(1)->Arg(2)->Arg(3);
+
+// Time from the host's launch call to the kernel starting on an idle stream (the device
+// thread asleep, as after any pause in launches).
+void BM_LaunchToStart(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  const LaunchConfig cfg = EmptyConfig();
+  std::vector<double> latencies;
+  for (auto _ : state) {
+    std::atomic<int64_t> started{0};
+    const int64_t t0 = NowNs();
+    Check(xxnpuLaunchKernel(cfg, [&started](BlockRange) {
+      started.store(NowNs());
+      return absl::OkStatus();
+    }, s));
+    Check(xxnpuStreamSynchronize(s));
+    latencies.push_back(static_cast<double>(started.load() - t0));
+    state.SetIterationTime(static_cast<double>(started.load() - t0) * 1e-9);
+  }
+  std::sort(latencies.begin(), latencies.end());
+  if (!latencies.empty()) {
+    state.counters["p50_ns"] = latencies[latencies.size() / 2];
+    state.counters["p90_ns"] = latencies[latencies.size() * 9 / 10];
+  }
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_LaunchToStart)->UseManualTime();
+
+// Kernels completed per second, launch to completion, in batches of 1000.
+void BM_EmptyKernelThroughput(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  const LaunchConfig cfg = EmptyConfig();
+  for (auto _ : state) {
+    for (int i = 0; i < 1000; ++i) Check(xxnpuLaunchKernel(cfg, EmptyBody, s));
+    Check(xxnpuStreamSynchronize(s));
+  }
+  state.SetItemsProcessed(state.iterations() * 1000);
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_EmptyKernelThroughput);
+
+constexpr int64_t kCopyBytes = int64_t{64} << 20;
+
+// The machine's limit for the copies below: one memcpy of the same size between two
+// host buffers that are already faulted in.
+void BM_HostMemcpy(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<char> a(n, 1), b(n, 2);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_HostMemcpy)->Arg(kCopyBytes)->UseRealTime();
+
+// kind: 0 = HtoD from pinned, 1 = DtoH to pinned, 2 = DtoD.
+void BM_DeviceCopy(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const int kind = static_cast<int>(state.range(1));
+  char* pinned = static_cast<char*>(*xxnpuHostAlloc(n));
+  void* d0 = *xxnpuMalloc(n);
+  void* d1 = *xxnpuMalloc(n);
+  std::memset(pinned, 1, n);
+  Check(xxnpuMemcpy(d0, pinned, n, MemcpyKind::kHostToDevice));  // fault pages in
+  Check(xxnpuMemcpy(d1, d0, n, MemcpyKind::kDeviceToDevice));
+  for (auto _ : state) {
+    if (kind == 0) Check(xxnpuMemcpyAsync(d0, pinned, n, MemcpyKind::kHostToDevice, nullptr));
+    if (kind == 1) Check(xxnpuMemcpyAsync(pinned, d0, n, MemcpyKind::kDeviceToHost, nullptr));
+    if (kind == 2) Check(xxnpuMemcpyAsync(d1, d0, n, MemcpyKind::kDeviceToDevice, nullptr));
+    Check(xxnpuStreamSynchronize(nullptr));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.SetLabel(kind == 0 ? "HtoD pinned" : kind == 1 ? "DtoH pinned" : "DtoD");
+  Check(xxnpuFree(d0));
+  Check(xxnpuFree(d1));
+  Check(xxnpuFreeHost(pinned));
+}
+BENCHMARK(BM_DeviceCopy)->Args({kCopyBytes, 0})->Args({kCopyBytes, 1})->Args({kCopyBytes, 2})->UseRealTime();
+
+// A kernel over 16 Mi floats (arg: 0 = memory-bound y = 2x + 1, 1 = compute-bound 32
+// multiply-adds per element), for choosing XXNPU_COMPUTE_THREADS: run with 1 and 2.
+void BM_KernelOverGrid(benchmark::State& state) {
+  constexpr int64_t kN = int64_t{16} << 20;
+  constexpr int64_t kBlock = 4096;
+  const bool compute_bound = state.range(0) == 1;
+  float* x = static_cast<float*>(*xxnpuMalloc(kN * sizeof(float)));
+  float* y = static_cast<float*>(*xxnpuMalloc(kN * sizeof(float)));
+  Check(xxnpuMemset(x, 0, kN * sizeof(float)));
+  Check(xxnpuMemset(y, 0, kN * sizeof(float)));
+  LaunchConfig cfg;
+  cfg.name = compute_bound ? "bench_poly32" : "bench_axpb";
+  cfg.grid = Dim3{static_cast<uint32_t>(kN / kBlock), 1, 1};
+  cfg.bytes = 2 * kN * sizeof(float);
+  cfg.flops = compute_bound ? 64 * kN : 2 * kN;
+  for (auto _ : state) {
+    Check(xxnpuLaunchKernel(cfg, [x, y, compute_bound](BlockRange r) {
+      const float* in = DeviceView(x);
+      float* out = DeviceView(y);
+      for (int64_t i = r.begin * kBlock; i < r.end * kBlock; ++i) {
+        float v = in[i];
+        if (compute_bound) {
+          float acc = v;
+          for (int k = 0; k < 32; ++k) acc = acc * 0.999f + 0.5f;
+          out[i] = acc;
+        } else {
+          out[i] = 2 * v + 1;
+        }
+      }
+      return absl::OkStatus();
+    }, nullptr));
+    Check(xxnpuStreamSynchronize(nullptr));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(cfg.bytes));
+  state.counters["compute_threads"] = xxnpuGetDeviceProperties(0)->compute_units;
+  Check(xxnpuFree(x));
+  Check(xxnpuFree(y));
+}
+BENCHMARK(BM_KernelOverGrid)->Arg(0)->Arg(1)->UseRealTime();
+
+}  // namespace
+}  // namespace xxnpu

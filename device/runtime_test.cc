@@ -1,0 +1,477 @@
+// Tests of the simulated device runtime: devices, memory, copies, streams, events,
+// kernels and errors. Runs with 2 devices of 256 MiB and 2 compute threads (see main).
+#include "device/runtime.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace xxnpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr size_t kDeviceMemory = size_t{256} << 20;
+
+// A gate a kernel can wait on, so tests control when device work finishes.
+struct Gate {
+  std::atomic<bool> open{false};
+  void Wait() const {
+    while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+};
+
+absl::Status LaunchWait(const Gate& gate, xxnpuStream_t stream) {
+  LaunchConfig cfg;
+  cfg.name = "test_wait_gate";
+  return xxnpuLaunchKernel(cfg, [&gate](BlockRange) { gate.Wait(); return absl::OkStatus(); }, stream);
+}
+
+template <typename F>
+absl::Status LaunchFn(const char* name, F f, xxnpuStream_t stream) {
+  LaunchConfig cfg;
+  cfg.name = name;
+  return xxnpuLaunchKernel(cfg, [f](BlockRange) { f(); return absl::OkStatus(); }, stream);
+}
+
+TEST(RuntimeDeviceTest, CountPropertiesAndInvalidIndex) {
+  ASSERT_EQ(*xxnpuGetDeviceCount(), 2);
+  auto props = xxnpuGetDeviceProperties(1);
+  ASSERT_TRUE(props.ok()) << props.status();
+  EXPECT_EQ(props->index, 1);
+  EXPECT_EQ(props->total_memory, kDeviceMemory);
+  EXPECT_EQ(props->compute_units, 2);
+  EXPECT_FALSE(props->strict_memory);
+  auto bad = xxnpuGetDeviceProperties(2);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("invalid device index 2; expected 0..1"));
+  EXPECT_EQ(xxnpuSetDevice(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RuntimeDeviceTest, CurrentDeviceIsPerHostThread) {
+  ASSERT_TRUE(xxnpuSetDevice(1).ok());
+  int other = -1;
+  std::thread t([&] { other = *xxnpuGetDevice(); });
+  t.join();
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(*xxnpuGetDevice(), 1);
+  ASSERT_TRUE(xxnpuSetDevice(0).ok());
+}
+
+TEST(RuntimeMemoryTest, RoundTripThroughDeviceMemory) {
+  std::vector<int> host(1000), back(1000, 0);
+  std::iota(host.begin(), host.end(), 7);
+  void* d = *xxnpuMalloc(host.size() * sizeof(int));
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 256, 0u);
+  ASSERT_TRUE(xxnpuMemcpy(d, host.data(), 4000, MemcpyKind::kHostToDevice).ok());
+  ASSERT_TRUE(xxnpuMemcpy(back.data(), d, 4000, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(back, host);
+  ASSERT_TRUE(xxnpuFree(d).ok());
+}
+
+TEST(RuntimeMemoryTest, FreeErrorsNameThePointer) {
+  void* d = *xxnpuMalloc(4096);
+  EXPECT_EQ(xxnpuFree(static_cast<char*>(d) + 16).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(xxnpuFree(d).ok());
+  absl::Status twice = xxnpuFree(d);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(twice.message(), HasSubstr("not the start of a live allocation"));
+  int host = 0;
+  EXPECT_THAT(xxnpuFree(&host).message(), HasSubstr("not device memory"));
+  EXPECT_TRUE(xxnpuFree(nullptr).ok());
+  EXPECT_EQ(*xxnpuMalloc(0), nullptr);
+}
+
+TEST(RuntimeMemoryTest, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
+  auto info = *xxnpuMemGetInfo(0);
+  EXPECT_EQ(info.total, kDeviceMemory);
+  auto too_big = xxnpuMalloc(kDeviceMemory + 1);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("out of memory: tried to allocate 268435457 bytes"));
+  void* half = *xxnpuMalloc(kDeviceMemory / 2);
+  EXPECT_EQ(xxnpuMemGetInfo(0)->free, info.free - kDeviceMemory / 2);
+  EXPECT_FALSE(xxnpuMalloc(kDeviceMemory / 2 + 4096).ok());
+  ASSERT_TRUE(xxnpuFree(half).ok());
+  EXPECT_EQ(xxnpuMemGetInfo(0)->free, info.free);
+  void* again = *xxnpuMalloc(kDeviceMemory / 2);
+  EXPECT_NE(again, nullptr);
+  ASSERT_TRUE(xxnpuFree(again).ok());
+}
+
+TEST(RuntimeMemoryTest, PointerAttributes) {
+  ASSERT_TRUE(xxnpuSetDevice(1).ok());
+  char* d = static_cast<char*>(*xxnpuMalloc(10000));
+  ASSERT_TRUE(xxnpuSetDevice(0).ok());
+  auto a = xxnpuPointerGetAttributes(d + 5000);
+  EXPECT_EQ(a.type, PointerAttributes::Type::kDevice);
+  EXPECT_EQ(a.device, 1);
+  EXPECT_EQ(a.base, d);
+  EXPECT_EQ(a.size, 10000u);
+  char* pinned = static_cast<char*>(*xxnpuHostAlloc(1 << 16));
+  auto p = xxnpuPointerGetAttributes(pinned + 100);
+  EXPECT_EQ(p.type, PointerAttributes::Type::kHost);
+  EXPECT_EQ(p.base, pinned);
+  int plain = 0;
+  EXPECT_EQ(xxnpuPointerGetAttributes(&plain).type, PointerAttributes::Type::kUnregistered);
+  EXPECT_TRUE(IsDevicePointer(d));
+  EXPECT_FALSE(IsDevicePointer(pinned));
+  ASSERT_TRUE(xxnpuFree(d).ok());
+  EXPECT_EQ(xxnpuPointerGetAttributes(d).type, PointerAttributes::Type::kUnregistered);
+  ASSERT_TRUE(xxnpuFreeHost(pinned).ok());
+  EXPECT_EQ(xxnpuFreeHost(pinned).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RuntimeMemoryTest, CopiesOfEveryKind) {
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> src(n), dst(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 31 + 7);
+  void* d0 = *xxnpuMallocOnDevice(0, n);
+  void* d0b = *xxnpuMallocOnDevice(0, n);
+  void* d1 = *xxnpuMallocOnDevice(1, n);
+  ASSERT_TRUE(xxnpuMemcpy(d0, src.data(), n, MemcpyKind::kHostToDevice).ok());
+  ASSERT_TRUE(xxnpuMemcpy(d0b, d0, n, MemcpyKind::kDeviceToDevice).ok());          // same device
+  ASSERT_TRUE(xxnpuMemcpy(d1, d0b, n, MemcpyKind::kDefault).ok());                 // across devices
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), d1, n, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(dst, src);
+  std::vector<uint8_t> h2h(n);
+  ASSERT_TRUE(xxnpuMemcpy(h2h.data(), src.data(), n, MemcpyKind::kHostToHost).ok());
+  EXPECT_EQ(h2h, src);
+
+  // Async on a created stream, into and out of pinned memory.
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  uint8_t* pin = static_cast<uint8_t*>(*xxnpuHostAlloc(n));
+  ASSERT_TRUE(xxnpuMemsetAsync(d1, 0xAB, n, s).ok());
+  ASSERT_TRUE(xxnpuMemcpyAsync(pin, d1, n, MemcpyKind::kDeviceToHost, s).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(pin[0], 0xAB);
+  EXPECT_EQ(pin[n - 1], 0xAB);
+  ASSERT_TRUE(xxnpuMemset(d0, 0, n).ok());
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), d0, n, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), static_cast<long>(n));
+  ASSERT_TRUE(xxnpuFreeHost(pin).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+  for (void* p : {d0, d0b, d1}) ASSERT_TRUE(xxnpuFree(p).ok());
+}
+
+TEST(RuntimeMemoryTest, CopyErrors) {
+  std::vector<char> host(4096);
+  char* d = static_cast<char*>(*xxnpuMalloc(4096));
+  absl::Status wrong = xxnpuMemcpy(d, host.data(), 16, MemcpyKind::kDeviceToHost);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.message(), HasSubstr("does not match the pointers"));
+  absl::Status overrun = xxnpuMemcpy(d + 4000, host.data(), 200, MemcpyKind::kHostToDevice);
+  EXPECT_THAT(overrun.message(), HasSubstr("overruns its allocation of 4096 bytes"));
+  EXPECT_EQ(xxnpuMemcpy(nullptr, d, 16, MemcpyKind::kDefault).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(xxnpuMemset(host.data(), 0, 16).ok());
+  ASSERT_TRUE(xxnpuFree(d).ok());
+  EXPECT_THAT(xxnpuMemcpy(host.data(), d, 16, MemcpyKind::kDeviceToHost).message(),
+              HasSubstr("not inside a live device allocation"));
+}
+
+TEST(RuntimeStreamTest, LaunchReturnsBeforeTheKernelRunsAndOrderIsKept) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  Gate gate;
+  ASSERT_TRUE(LaunchWait(gate, s).ok());
+  std::vector<int> order;
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(LaunchFn("test_append", [&order, i] { order.push_back(i); }, s).ok());
+  }
+  // Everything is queued behind the gate: nothing ran yet.
+  EXPECT_EQ(xxnpuStreamQuery(s).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(order.empty());
+  gate.open = true;
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_EQ(order.size(), 500u);
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_TRUE(xxnpuStreamQuery(s).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeStreamTest, PinnedCopiesAreAsyncPageableCopiesWait) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  const size_t n = 1 << 16;
+  void* d = *xxnpuMalloc(n);
+  char* pinned = static_cast<char*>(*xxnpuHostAlloc(n));
+  std::vector<char> pageable(n, 1);
+  Gate gate;
+  ASSERT_TRUE(LaunchWait(gate, s).ok());
+  // Pinned: returns while the stream is still blocked.
+  ASSERT_TRUE(xxnpuMemcpyAsync(d, pinned, n, MemcpyKind::kHostToDevice, s).ok());
+  EXPECT_EQ(xxnpuStreamQuery(s).code(), absl::StatusCode::kUnavailable);
+  // Pageable: the call itself waits for the copy, so it cannot finish before the gate.
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    EXPECT_TRUE(xxnpuMemcpyAsync(d, pageable.data(), n, MemcpyKind::kHostToDevice, s).ok());
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(returned.load());
+  gate.open = true;
+  t.join();
+  EXPECT_TRUE(returned.load());
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_TRUE(xxnpuFreeHost(pinned).ok());
+  ASSERT_TRUE(xxnpuFree(d).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeStreamTest, PriorityIsClampedAndHandlesAreChecked) {
+  xxnpuStream_t hi = *xxnpuStreamCreate(-5);
+  xxnpuStream_t lo = *xxnpuStreamCreate(7);
+  EXPECT_EQ(*xxnpuStreamGetPriority(hi), -1);
+  EXPECT_EQ(*xxnpuStreamGetPriority(lo), 0);
+  EXPECT_NE(*xxnpuStreamGetId(hi), *xxnpuStreamGetId(lo));
+  EXPECT_NE(*xxnpuStreamGetId(hi), *xxnpuStreamGetId(nullptr));
+  ASSERT_TRUE(xxnpuStreamDestroy(hi).ok());
+  absl::Status gone = xxnpuStreamSynchronize(hi);
+  EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(gone.message(), HasSubstr("was destroyed"));
+  EXPECT_EQ(xxnpuStreamDestroy(nullptr).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(xxnpuStreamDestroy(lo).ok());
+}
+
+TEST(RuntimeStreamTest, DestroyFinishesQueuedWork) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(LaunchFn("test_count", [&ran] { ++ran; }, s).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+  EXPECT_EQ(ran.load(), 100);
+}
+
+TEST(RuntimeEventTest, RecordQuerySynchronizeAndElapsedTime) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuEvent_t start = *xxnpuEventCreate();
+  xxnpuEvent_t end = *xxnpuEventCreate();
+  EXPECT_TRUE(xxnpuEventQuery(start).ok());  // never recorded: complete
+  EXPECT_EQ(xxnpuEventElapsedTime(start, end).status().code(), absl::StatusCode::kFailedPrecondition);
+  Gate gate;
+  ASSERT_TRUE(LaunchWait(gate, s).ok());
+  ASSERT_TRUE(xxnpuEventRecord(start, s).ok());
+  ASSERT_TRUE(LaunchFn("test_sleep_20ms", [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }, s).ok());
+  ASSERT_TRUE(xxnpuEventRecord(end, s).ok());
+  EXPECT_EQ(xxnpuEventQuery(end).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(xxnpuEventElapsedTime(start, end).status().code(), absl::StatusCode::kUnavailable);
+  gate.open = true;
+  ASSERT_TRUE(xxnpuEventSynchronize(end).ok());
+  EXPECT_TRUE(xxnpuEventQuery(start).ok());
+  const float ms = *xxnpuEventElapsedTime(start, end);
+  EXPECT_GE(ms, 19.5f);
+  EXPECT_LT(ms, 2000.0f);
+  // Re-recording: queries refer to the latest record.
+  Gate gate2;
+  ASSERT_TRUE(LaunchWait(gate2, s).ok());
+  ASSERT_TRUE(xxnpuEventRecord(end, s).ok());
+  EXPECT_EQ(xxnpuEventQuery(end).code(), absl::StatusCode::kUnavailable);
+  gate2.open = true;
+  ASSERT_TRUE(xxnpuEventSynchronize(end).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(start).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(end).ok());
+  EXPECT_EQ(xxnpuEventQuery(end).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeEventTest, TimingDisabledAndWrongDevice) {
+  xxnpuEvent_t a = *xxnpuEventCreate(kEventDisableTiming);
+  xxnpuEvent_t b = *xxnpuEventCreate();
+  ASSERT_TRUE(xxnpuEventRecord(a, nullptr).ok());
+  ASSERT_TRUE(xxnpuEventRecord(b, nullptr).ok());
+  ASSERT_TRUE(xxnpuEventSynchronize(b).ok());
+  EXPECT_EQ(xxnpuEventElapsedTime(a, b).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(xxnpuEventCreate(0x80).ok());
+  ASSERT_TRUE(xxnpuSetDevice(1).ok());
+  xxnpuStream_t s1 = *xxnpuStreamCreate();
+  ASSERT_TRUE(xxnpuSetDevice(0).ok());
+  absl::Status cross = xxnpuEventRecord(b, s1);
+  EXPECT_EQ(cross.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cross.message(), HasSubstr("event of xxnpu:0 recorded on a stream of xxnpu:1"));
+  ASSERT_TRUE(xxnpuStreamDestroy(s1).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(a).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(b).ok());
+}
+
+TEST(RuntimeEventTest, StreamWaitEventOrdersAcrossStreamsAndDevices) {
+  xxnpuStream_t a = *xxnpuStreamCreate();
+  ASSERT_TRUE(xxnpuSetDevice(1).ok());
+  xxnpuStream_t b = *xxnpuStreamCreate();  // another device
+  ASSERT_TRUE(xxnpuSetDevice(0).ok());
+  xxnpuEvent_t e = *xxnpuEventCreate();
+  Gate gate;
+  std::atomic<int> step{0};
+  int seen_by_b = -1;
+  ASSERT_TRUE(LaunchWait(gate, a).ok());
+  ASSERT_TRUE(LaunchFn("test_step", [&step] { step = 1; }, a).ok());
+  ASSERT_TRUE(xxnpuEventRecord(e, a).ok());
+  ASSERT_TRUE(xxnpuStreamWaitEvent(b, e).ok());
+  ASSERT_TRUE(LaunchFn("test_observe", [&] { seen_by_b = step.load(); }, b).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(xxnpuStreamQuery(b).code(), absl::StatusCode::kUnavailable);  // held by the wait
+  gate.open = true;
+  ASSERT_TRUE(xxnpuStreamSynchronize(b).ok());
+  EXPECT_EQ(seen_by_b, 1);
+  ASSERT_TRUE(xxnpuStreamDestroy(a).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(b).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(e).ok());
+}
+
+TEST(RuntimeKernelTest, GridIsSplitOverComputeThreadsExactlyOnce) {
+  constexpr int kBlocks = 4096;
+  std::vector<std::atomic<int>> hits(kBlocks);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  LaunchConfig cfg;
+  cfg.name = "test_grid";
+  cfg.grid = Dim3{64, 64, 1};
+  cfg.bytes = 1 << 30;  // above the parallel threshold
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&](BlockRange r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    for (int64_t b = r.begin; b < r.end; ++b) {
+      hits[b]++;
+      // Enough work per block that a second thread has time to join in.
+      volatile double x = 0;
+      for (int i = 0; i < 2000; ++i) x = x + i;
+    }
+    return absl::OkStatus();
+  }, nullptr).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(nullptr).ok());
+  for (int b = 0; b < kBlocks; ++b) ASSERT_EQ(hits[b].load(), 1) << "block " << b;
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);  // never on the host thread
+}
+
+TEST(RuntimeKernelTest, BadLaunchArguments) {
+  LaunchConfig cfg;
+  cfg.grid = Dim3{0, 1, 1};
+  EXPECT_THAT(xxnpuLaunchKernel(cfg, [](BlockRange) { return absl::OkStatus(); }, nullptr).message(),
+              HasSubstr("has a zero dimension"));
+  cfg.grid = Dim3{};
+  EXPECT_EQ(xxnpuLaunchKernel(cfg, KernelBody(), nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RuntimeErrorTest, FailedKernelIsStickyUntilReportedThenTheStreamRunsAgain) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuStream_t other = *xxnpuStreamCreate();
+  xxnpuEvent_t after = *xxnpuEventCreate();
+  Gate gate;
+  std::atomic<int> ran_after{0};
+  ASSERT_TRUE(LaunchWait(gate, s).ok());
+  LaunchConfig cfg;
+  cfg.name = "test_failing_kernel";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) { return absl::DataLossError("bad checksum"); }, s).ok());
+  ASSERT_TRUE(LaunchFn("test_after_failure", [&] { ++ran_after; }, s).ok());
+  ASSERT_TRUE(xxnpuEventRecord(after, s).ok());
+  gate.open = true;
+  // An event recorded after the failure completes, carrying the error.
+  absl::Status ev = xxnpuEventSynchronize(after);
+  EXPECT_EQ(ev.code(), absl::StatusCode::kDataLoss);
+  // The work queued behind the failure is skipped until the error is reported.
+  absl::Status first = xxnpuStreamSynchronize(s);
+  EXPECT_EQ(first.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(first.message(), HasSubstr("kernel 'test_failing_kernel' failed on xxnpu:0"));
+  EXPECT_THAT(first.message(), HasSubstr("bad checksum"));
+  EXPECT_EQ(ran_after.load(), 0);
+  // Reported once; the stream now runs new work. Other streams were never affected.
+  EXPECT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_TRUE(LaunchFn("test_after_report", [&] { ++ran_after; }, s).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(ran_after.load(), 1);
+  EXPECT_TRUE(xxnpuStreamSynchronize(other).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(after).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(other).ok());
+}
+
+TEST(RuntimeErrorTest, DeviceSynchronizeReportsAnyStreamsError) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  LaunchConfig cfg;
+  cfg.name = "test_failing_kernel";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) { return absl::InternalError("boom"); }, s).ok());
+  absl::Status st = xxnpuDeviceSynchronize();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(st.message(), HasSubstr("test_failing_kernel"));
+  EXPECT_TRUE(xxnpuDeviceSynchronize().ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeThreadsTest, SeveralHostThreadsOnSeveralStreams) {
+  constexpr int kThreads = 4, kLaunches = 300;
+  std::vector<std::thread> threads;
+  std::vector<int> counts(kThreads, 0);
+  std::vector<absl::Status> results(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      if (t % 2) (void)xxnpuSetDevice(1);
+      auto s = xxnpuStreamCreate();
+      if (!s.ok()) { results[t] = s.status(); return; }
+      int* c = &counts[t];
+      for (int i = 0; i < kLaunches; ++i) {
+        // Each stream's kernels run in order on one device thread: no lock needed.
+        absl::Status st = LaunchFn("test_inc", [c] { ++*c; }, *s);
+        if (!st.ok()) { results[t] = st; return; }
+      }
+      results[t] = xxnpuStreamSynchronize(*s);
+      if (results[t].ok()) results[t] = xxnpuStreamDestroy(*s);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(results[t].ok()) << results[t];
+    EXPECT_EQ(counts[t], kLaunches);
+  }
+}
+
+TEST(RuntimeHostFuncTest, RunsInStreamOrder) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  std::vector<int> order;
+  ASSERT_TRUE(LaunchFn("test_a", [&] { order.push_back(1); }, s).ok());
+  ASSERT_TRUE(xxnpuLaunchHostFunc(s, [&] { order.push_back(2); }).ok());
+  ASSERT_TRUE(LaunchFn("test_b", [&] { order.push_back(3); }, s).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+// Last: it invalidates device 1's streams and memory.
+TEST(RuntimeResetTest, ResetFreesMemoryAndInvalidatesHandles) {
+  ASSERT_TRUE(xxnpuSetDevice(1).ok());
+  const size_t free_before = xxnpuMemGetInfo(1)->free;
+  void* d = *xxnpuMalloc(1 << 20);
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuEvent_t e = *xxnpuEventCreate();
+  EXPECT_LT(xxnpuMemGetInfo(1)->free, free_before);
+  ASSERT_TRUE(xxnpuDeviceReset(1).ok());
+  EXPECT_EQ(xxnpuMemGetInfo(1)->free, kDeviceMemory);
+  EXPECT_EQ(xxnpuStreamQuery(s).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(xxnpuEventQuery(e).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(xxnpuFree(d).ok());
+  // The device is usable again at once.
+  void* again = *xxnpuMalloc(1 << 20);
+  ASSERT_TRUE(xxnpuMemset(again, 1, 1 << 20).ok());
+  ASSERT_TRUE(xxnpuFree(again).ok());
+  ASSERT_TRUE(xxnpuSetDevice(0).ok());
+}
+
+}  // namespace
+}  // namespace xxnpu
+
+int main(int argc, char** argv) {
+  // Before the runtime's first use: it reads its configuration once.
+  setenv("XXNPU_DEVICE_COUNT", "2", 1);
+  setenv("XXNPU_DEVICE_MEMORY", "256M", 1);
+  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
