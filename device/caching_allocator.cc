@@ -806,4 +806,14 @@ absl::StatusOr<CachingAllocator::SegmentRange> CachingAllocator::GetBaseAllocati
       "GetBaseAllocation(%p): not inside a segment of device %d's allocator", ptr, device_));
 }
 
+absl::StatusOr<size_t> CachingAllocator::BlockSize(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocated_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocated_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("BlockSize(%p): not an allocated block of device %d's allocator", ptr, device_));
+  }
+  return it->second->size;
+}
+
 }  // namespace xxnpu

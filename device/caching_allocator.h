@@ -261,6 +261,9 @@ class CachingAllocator {
     size_t size = 0;
   };
   absl::StatusOr<SegmentRange> GetBaseAllocation(const void* ptr) const;
+  // The (rounded) size of the allocated block starting at `ptr`, e.g. for reporting a
+  // free to a memory profiler before it happens.
+  absl::StatusOr<size_t> BlockSize(const void* ptr) const;
 
   int device() const { return device_; }
   AllocatorBackend* backend() const { return backend_; }

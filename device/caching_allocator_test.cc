@@ -85,6 +85,14 @@ TEST_F(CachingAllocatorTest, AllocationsAreRoundedUp) {
   ASSERT_TRUE(alloc_.Free(q).ok());
 }
 
+TEST_F(CachingAllocatorTest, BlockSizeOfAllocatedBlocksOnly) {
+  void* p = MustAlloc(alloc_, 1000);
+  EXPECT_EQ(*alloc_.BlockSize(p), 1024u);
+  EXPECT_FALSE(alloc_.BlockSize(static_cast<char*>(p) + 512).ok());
+  ASSERT_TRUE(alloc_.Free(p).ok());
+  EXPECT_EQ(alloc_.BlockSize(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CachingAllocatorTest, ZeroBytesIsNullptrWithoutDevice) {
   absl::StatusOr<void*> p = alloc_.Allocate(0);
   ASSERT_TRUE(p.ok());

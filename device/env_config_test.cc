@@ -26,6 +26,7 @@ TEST(EnvConfigTest, Defaults) {
   EXPECT_GE(c->compute_threads, 1);
   EXPECT_FALSE(c->launch_blocking);
   EXPECT_FALSE(c->strict_memory);
+  EXPECT_EQ(c->spin_us, 50);
 }
 
 TEST(EnvConfigTest, ReadsEveryVariable) {

@@ -2,6 +2,7 @@
 // the model, stream_engine.h for streams/events, device_memory.h for the memory space).
 #include "device/runtime.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -27,8 +28,13 @@ namespace {
 std::atomic<char*> g_range_begin{nullptr};
 std::atomic<char*> g_range_end{nullptr};
 std::atomic<ptrdiff_t> g_view_offset{0};
+std::atomic<size_t> g_capacity{1};
 
 thread_local int t_current_device = 0;
+
+// Set in a child forked after the runtime started: its device threads did not survive
+// the fork, so the child must not touch the device (CUDA's rule too).
+std::atomic<bool> g_forked_child{false};
 
 struct DeviceState {
   int index = 0;
@@ -48,7 +54,14 @@ class Runtime {
     return *rt;
   }
 
-  absl::Status status() const { return init_status_; }
+  absl::Status status() const {
+    if (g_forked_child.load(std::memory_order_relaxed)) {
+      return absl::FailedPreconditionError(
+          "xxnpu: cannot use the device in a process forked after the xxnpu runtime was initialized "
+          "(its device threads do not survive fork); use the 'spawn' start method for multiprocessing");
+    }
+    return init_status_;
+  }
   const RuntimeConfig& config() const { return config_; }
   DeviceMemory& memory() { return *memory_; }
   DeviceState& device(int d) { return *devices_[d]; }
@@ -154,6 +167,7 @@ class Runtime {
 
  private:
   Runtime() {
+    pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true); });
     auto config = ParseRuntimeConfig([](const char* name) { return std::getenv(name); });
     if (!config.ok()) {
       init_status_ = absl::FailedPreconditionError(
@@ -169,6 +183,7 @@ class Runtime {
     }
     memory_ = std::move(*memory);
     g_view_offset.store(memory_->view_offset());
+    g_capacity.store(memory_->capacity());
     g_range_end.store(memory_->range_end());
     g_range_begin.store(memory_->range_begin());
     for (int d = 0; d < config_.device_count; ++d) {
@@ -230,22 +245,22 @@ class ApiCall {
         runtime_on_(ActivityEnabled(ActivityKind::kRuntime)) {
     if (runtime_on_ || DeviceTracingOn()) {
       correlation_id_ = ActivityNextCorrelationId();
+      // Captured once, for this record and the device record it links to.
+      ActivityCaptureExternalIds(&ids_);
       start_ns_ = NowNs();
     }
   }
   ~ApiCall() {
     if (!runtime_on_) return;
-    ActivityRecord r;
-    r.kind = ActivityKind::kRuntime;
-    r.name = name_;
-    r.start_ns = start_ns_;
-    r.end_ns = NowNs();
-    r.correlation_id = correlation_id_;
-    r.device = device_;
-    r.stream = stream_;
-    r.thread_id = CurrentThreadId();
-    ActivityCaptureExternalIds(&r);
-    ActivityRecordEmit(r);
+    ids_.kind = ActivityKind::kRuntime;
+    ids_.name = name_;
+    ids_.start_ns = start_ns_;
+    ids_.end_ns = NowNs();
+    ids_.correlation_id = correlation_id_;
+    ids_.device = device_;
+    ids_.stream = stream_;
+    ids_.thread_id = CurrentThreadId();
+    ActivityRecordEmit(ids_);
   }
   ApiCall(const ApiCall&) = delete;
   ApiCall& operator=(const ApiCall&) = delete;
@@ -260,16 +275,13 @@ class ApiCall {
     stream_ = s.id;
     if (correlation_id_ == 0) return;
     cmd.correlation_id = correlation_id_;
-    ActivityRecord ids;
-    ActivityCaptureExternalIds(&ids);
-    cmd.external_id[0] = ids.external_id[0];
-    cmd.external_id[1] = ids.external_id[1];
+    cmd.external_id[0] = ids_.external_id[0];
+    cmd.external_id[1] = ids_.external_id[1];
   }
   void set_location(int device, int stream) {
     device_ = device;
     stream_ = stream;
   }
-  uint64_t correlation_id() const { return correlation_id_; }
 
  private:
   const char* name_;
@@ -278,6 +290,7 @@ class ApiCall {
   int64_t start_ns_ = 0;
   int device_ = -1;
   int stream_ = -1;
+  ActivityRecord ids_;  // external ids at the call; becomes the runtime record
 };
 
 // A host thread blocked on the device, as a kSynchronization record.
@@ -525,6 +538,12 @@ absl::StatusOr<int> xxnpuStreamGetDevice(xxnpuStream_t stream) {
   return s->device;
 }
 
+absl::StatusOr<xxnpuStream_t> xxnpuDeviceGetDefaultStream(int device) {
+  XXNPU_RUNTIME(rt);
+  XXNPU_RETURN_IF_ERROR(rt.CheckDevice(device, "xxnpuDeviceGetDefaultStream"));
+  return rt.device(device).default_stream;
+}
+
 absl::StatusOr<int> xxnpuStreamGetPriority(xxnpuStream_t stream) {
   XXNPU_RUNTIME(rt);
   XXNPU_ASSIGN_OR_RETURN(StreamImpl * s, ResolveStream(rt, stream, "xxnpuStreamGetPriority"));
@@ -668,6 +687,13 @@ void* DeviceView(const void* device_ptr) {
 bool IsDevicePointer(const void* ptr) {
   const char* p = static_cast<const char*>(ptr);
   return p >= g_range_begin.load(std::memory_order_relaxed) && p < g_range_end.load(std::memory_order_relaxed);
+}
+
+int DeviceOfPointer(const void* ptr) {
+  const char* p = static_cast<const char*>(ptr);
+  const char* begin = g_range_begin.load(std::memory_order_relaxed);
+  if (p < begin || p >= g_range_end.load(std::memory_order_relaxed)) return -1;
+  return static_cast<int>(static_cast<size_t>(p - begin) / g_capacity.load(std::memory_order_relaxed));
 }
 
 absl::StatusOr<void*> xxnpuMallocOnDevice(int device, size_t bytes) {

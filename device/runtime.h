@@ -21,6 +21,7 @@
 //   XXNPU_COMPUTE_THREADS   compute threads per device (default: hardware threads)
 //   XXNPU_LAUNCH_BLOCKING   1: every enqueue waits for its completion
 //   XXNPU_STRICT_MEMORY     1: host access to device memory faults
+//   XXNPU_SPIN_US           how long an idle stream thread spins before sleeping (default 50)
 #ifndef TORCH_XXNPU_DEVICE_RUNTIME_H_
 #define TORCH_XXNPU_DEVICE_RUNTIME_H_
 
@@ -80,6 +81,9 @@ absl::Status xxnpuStreamSynchronize(xxnpuStream_t stream);
 // (no-op for a never-recorded event). The event may belong to another device.
 absl::Status xxnpuStreamWaitEvent(xxnpuStream_t stream, xxnpuEvent_t event);
 absl::StatusOr<int> xxnpuStreamGetDevice(xxnpuStream_t stream);
+// The default stream of `device` as an explicit handle (nullptr always means the
+// *current* device's default stream; this names one device's regardless of the thread).
+absl::StatusOr<xxnpuStream_t> xxnpuDeviceGetDefaultStream(int device);
 absl::StatusOr<int> xxnpuStreamGetPriority(xxnpuStream_t stream);
 // A small process-unique number naming the stream in traces (default streams included).
 absl::StatusOr<int> xxnpuStreamGetId(xxnpuStream_t stream);
@@ -161,6 +165,9 @@ T* DeviceView(T* device_ptr) {
   return static_cast<T*>(DeviceView(static_cast<const void*>(device_ptr)));
 }
 bool IsDevicePointer(const void* ptr);
+// Which device's memory `ptr` points into (-1 for host memory). Pure arithmetic, no lock:
+// for hot paths such as a tensor's deleter.
+int DeviceOfPointer(const void* ptr);
 
 // ---------------------------------------------------------------- kernels
 

@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +128,8 @@ TEST(RuntimeMemoryTest, PointerAttributes) {
   int plain = 0;
   EXPECT_EQ(xxnpuPointerGetAttributes(&plain).type, PointerAttributes::Type::kUnregistered);
   EXPECT_TRUE(IsDevicePointer(d));
+  EXPECT_EQ(DeviceOfPointer(d + 9999), 1);
+  EXPECT_EQ(DeviceOfPointer(pinned), -1);
   EXPECT_FALSE(IsDevicePointer(pinned));
   ASSERT_TRUE(xxnpuFree(d).ok());
   EXPECT_EQ(xxnpuPointerGetAttributes(d).type, PointerAttributes::Type::kUnregistered);
@@ -233,6 +238,12 @@ TEST(RuntimeStreamTest, PriorityIsClampedAndHandlesAreChecked) {
   EXPECT_EQ(*xxnpuStreamGetPriority(lo), 0);
   EXPECT_NE(*xxnpuStreamGetId(hi), *xxnpuStreamGetId(lo));
   EXPECT_NE(*xxnpuStreamGetId(hi), *xxnpuStreamGetId(nullptr));
+  // The explicit default-stream handle names device 1's stream from a device-0 thread.
+  xxnpuStream_t def1 = *xxnpuDeviceGetDefaultStream(1);
+  EXPECT_NE(def1, nullptr);
+  EXPECT_EQ(*xxnpuStreamGetDevice(def1), 1);
+  EXPECT_EQ(*xxnpuStreamGetId(def1), *xxnpuStreamGetId(*xxnpuDeviceGetDefaultStream(1)));
+  EXPECT_FALSE(xxnpuDeviceGetDefaultStream(5).ok());
   ASSERT_TRUE(xxnpuStreamDestroy(hi).ok());
   absl::Status gone = xxnpuStreamSynchronize(hi);
   EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition);
@@ -442,6 +453,28 @@ TEST(RuntimeHostFuncTest, RunsInStreamOrder) {
   ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
   ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeForkTest, ForkedChildGetsAClearError) {
+  ASSERT_TRUE(xxnpuGetDeviceCount().ok());  // initialized in the parent
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    auto s = xxnpuMalloc(16);
+    const bool ok = !s.ok() && s.status().code() == absl::StatusCode::kFailedPrecondition &&
+                    std::string(s.status().message()).find("forked") != std::string::npos;
+    char c = ok ? 'y' : 'n';
+    (void)!write(pipefd[1], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_EQ(c, 'y');
+  // The parent is unaffected.
+  EXPECT_TRUE(xxnpuMalloc(16).ok());
 }
 
 // Last: it invalidates device 1's streams and memory.

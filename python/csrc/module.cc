@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "device/clock.h"
+#include "python/csrc/bindings.h"
 
 namespace py = pybind11;
 
@@ -20,4 +21,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_now_ns", &xxnpu::NowNs,
         "Device-runtime clock: Unix-epoch nanoseconds, the profiler's clock.");
+
+  xxnpu::InitDeviceBindings(m);
+  xxnpu::InitOpsBindings(m);
 }

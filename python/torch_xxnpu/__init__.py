@@ -28,4 +28,27 @@ if torch.__version__.split("+")[0] != _built.split("+")[0]:
     )
 
 
-__all__ = ["__version__"]
+def _register_backend():
+    """Names PrivateUse1 "xxnpu" and installs torch.xxnpu and the generated methods.
+
+    Loading _C already registered the C++ side (guard, hooks, allocators, kernels); this
+    is the Python side, in the order torch requires: rename first, then the device module
+    (torch.device("xxnpu") must parse), then Tensor/Module/Storage methods.
+    """
+    name = torch._C._get_privateuse1_backend_name()
+    if name != "xxnpu":
+        if name != "privateuseone":
+            raise RuntimeError(f"PrivateUse1 is already claimed by backend {name!r}; cannot register xxnpu")
+        torch.utils.rename_privateuse1_backend("xxnpu")
+    from torch_xxnpu import xxnpu as device_module
+
+    if getattr(torch, "xxnpu", None) is not device_module:
+        torch._register_device_module("xxnpu", device_module)
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
+_register_backend()
+
+from torch_xxnpu import ops  # noqa: E402
+
+__all__ = ["__version__", "ops"]

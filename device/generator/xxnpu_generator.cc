@@ -1,0 +1,184 @@
+// XxnpuGeneratorImpl and the per-device default generators. See xxnpu_generator.h.
+#include "device/generator/xxnpu_generator.h"
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/CallOnce.h>
+#include <c10/util/Exception.h>
+
+namespace xxnpu {
+namespace {
+
+constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
+
+// One Philox call yields 4 uint32, so offsets move in whole blocks: an element never
+// shares a block with an element of another op.
+constexpr uint64_t kBlockWords = 4;
+
+void CheckOffsetAligned(uint64_t offset, const char* where) {
+  TORCH_CHECK(offset % kBlockWords == 0, where, ": expected a Philox offset that is a multiple of ",
+              kBlockWords, " (one Philox4x32 block = 4 uint32 values), got ", offset);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ XxnpuGeneratorImpl
+
+XxnpuGeneratorImpl::XxnpuGeneratorImpl(c10::DeviceIndex device_index, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device_index),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(seed) {}
+
+void XxnpuGeneratorImpl::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+uint64_t XxnpuGeneratorImpl::current_seed() const { return seed_; }
+
+uint64_t XxnpuGeneratorImpl::seed() {
+  // is_cuda = true: the random-device source CUDA uses for its generators (the other one
+  // mixes in the time, which suits the CPU generator's 32-bit mt19937 seeding).
+  const uint64_t random = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
+  set_current_seed(random);
+  return random;
+}
+
+void XxnpuGeneratorImpl::set_offset(uint64_t offset) {
+  CheckOffsetAligned(offset, "XxnpuGeneratorImpl::set_offset");
+  offset_ = offset;
+}
+
+uint64_t XxnpuGeneratorImpl::get_offset() const { return offset_; }
+
+c10::intrusive_ptr<c10::TensorImpl> XxnpuGeneratorImpl::get_state() const {
+  // A CPU byte tensor, like every generator's state, so torch's get_rng_state /
+  // set_rng_state and pickling handle it without knowing about xxnpu.
+  at::TensorBase state = at::detail::empty_cpu({kStateSize}, c10::ScalarType::Byte);
+  auto* bytes = static_cast<uint8_t*>(state.mutable_data_ptr());
+  std::memcpy(bytes, &seed_, sizeof(seed_));
+  std::memcpy(bytes + sizeof(seed_), &offset_, sizeof(offset_));
+  return state.getIntrusivePtr();
+}
+
+void XxnpuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  static_assert(sizeof(seed_) + sizeof(offset_) == kStateSize);
+  TORCH_CHECK(new_state.device().type() == c10::DeviceType::CPU &&
+                  new_state.layout() == c10::kStrided,
+              "XxnpuGeneratorImpl::set_state: expected a strided CPU tensor, got layout ",
+              new_state.layout(), " on device ", new_state.device());
+  TORCH_CHECK(new_state.dtype() == c10::ScalarType::Byte,
+              "XxnpuGeneratorImpl::set_state: expected a state tensor of dtype uint8 "
+              "(torch.ByteTensor), got dtype ",
+              new_state.dtype().toScalarType());
+  TORCH_CHECK(new_state.numel() == kStateSize,
+              "XxnpuGeneratorImpl::set_state: expected a state of exactly ", kStateSize,
+              " bytes (uint64 seed + uint64 offset), got ", new_state.numel(), " bytes");
+  TORCH_CHECK(new_state.is_contiguous(),
+              "XxnpuGeneratorImpl::set_state: expected a contiguous state tensor, got "
+              "strides ",
+              new_state.strides());
+
+  const auto* bytes = static_cast<const uint8_t*>(new_state.data());
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  std::memcpy(&seed, bytes, sizeof(seed));
+  std::memcpy(&offset, bytes + sizeof(seed), sizeof(offset));
+  // Validate everything before assigning anything: a rejected state leaves us unchanged.
+  CheckOffsetAligned(offset, "XxnpuGeneratorImpl::set_state");
+  seed_ = seed;
+  offset_ = offset;
+}
+
+PhiloxSeeds XxnpuGeneratorImpl::philox_reserve(uint64_t increment) {
+  const uint64_t pad = (kBlockWords - increment % kBlockWords) % kBlockWords;
+  TORCH_CHECK(increment <= kMaxU64 - pad && offset_ <= kMaxU64 - (increment + pad),
+              "XxnpuGeneratorImpl::philox_reserve: reserving ", increment,
+              " values at offset ", offset_,
+              " would wrap the 64-bit Philox offset; reseed the generator");
+  const PhiloxSeeds seeds{seed_, offset_};
+  offset_ += increment + pad;
+  return seeds;
+}
+
+c10::DeviceType XxnpuGeneratorImpl::device_type() { return c10::DeviceType::PrivateUse1; }
+
+XxnpuGeneratorImpl* XxnpuGeneratorImpl::clone_impl() const {
+  auto* copy = new XxnpuGeneratorImpl(device_.index(), seed_);
+  copy->offset_ = offset_;
+  return copy;
+}
+
+// ------------------------------------------------------------------ default generators
+
+namespace {
+
+// Process-wide table of default generators. Created once by InitXxnpuGenerators and
+// never destroyed (like torch's own default generators), so references handed out by
+// GetDefaultXxnpuGenerator stay valid through static destruction.
+struct DefaultGenerators {
+  explicit DefaultGenerators(c10::DeviceIndex count)
+      : device_count(count), once(std::make_unique<c10::once_flag[]>(count)), generators(count) {}
+
+  const c10::DeviceIndex device_count;
+  // c10::once_flag rather than std::once_flag: c10's retries cleanly when the creator
+  // throws and avoids libstdc++'s std::call_once pitfalls (see c10/util/CallOnce.h).
+  std::unique_ptr<c10::once_flag[]> once;
+  std::vector<at::Generator> generators;
+};
+
+// Published with release/acquire so that a thread that sees the table sees it built.
+std::atomic<DefaultGenerators*> g_default_generators{nullptr};
+c10::once_flag g_init_once;
+
+DefaultGenerators& CheckedTable(c10::DeviceIndex device) {
+  DefaultGenerators* table = g_default_generators.load(std::memory_order_acquire);
+  TORCH_CHECK(table != nullptr,
+              "xxnpu generators are not initialized: InitXxnpuGenerators(device_count) "
+              "must run (the xxnpu hooks call it) before device ",
+              static_cast<int>(device), "'s generator is requested");
+  TORCH_CHECK(device >= 0 && device < table->device_count, "xxnpu device index ",
+              static_cast<int>(device), " is out of range: expected 0 <= device < ",
+              static_cast<int>(table->device_count), " (valid range [0, ",
+              static_cast<int>(table->device_count) - 1, "])");
+  return *table;
+}
+
+}  // namespace
+
+void InitXxnpuGenerators(c10::DeviceIndex device_count) {
+  TORCH_CHECK(device_count >= 0, "InitXxnpuGenerators: expected a device count >= 0, got ",
+              static_cast<int>(device_count));
+  c10::call_once(g_init_once, [device_count] {
+    g_default_generators.store(new DefaultGenerators(device_count), std::memory_order_release);
+  });
+  const DefaultGenerators* table = g_default_generators.load(std::memory_order_acquire);
+  TORCH_CHECK(table->device_count == device_count,
+              "InitXxnpuGenerators: already initialized for ",
+              static_cast<int>(table->device_count), " devices, got a second call with ",
+              static_cast<int>(device_count));
+}
+
+const at::Generator& GetDefaultXxnpuGenerator(c10::DeviceIndex device) {
+  // Each slot is written once, under its own once_flag; afterwards only read.
+  DefaultGenerators& table = CheckedTable(device);
+  c10::call_once(table.once[device], [&table, device] {
+    table.generators[device] = at::make_generator<XxnpuGeneratorImpl>(device);
+  });
+  return table.generators[device];
+}
+
+at::Generator CreateXxnpuGenerator(c10::DeviceIndex device) {
+  CheckedTable(device);
+  return at::make_generator<XxnpuGeneratorImpl>(device, c10::default_rng_seed_val);
+}
+
+}  // namespace xxnpu

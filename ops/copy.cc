@@ -1,0 +1,161 @@
+// Copies that involve xxnpu tensors: host<->device and device<->device, any dtypes and
+// strides, registered as aten::_copy_from and aten::_copy_from_and_resize (which
+// Tensor.copy_, .to(), .cpu() and .xxnpu() reach for PrivateUse1).
+//
+// Contiguous same-dtype copies are single runtime memcpys (truly asynchronous from
+// pinned memory with non_blocking=True). Anything else runs the strided, casting copy
+// kernel on the device; a host side is first staged through a contiguous buffer.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/TensorIterator.h>
+#include <c10/util/TypeCast.h>
+#include <torch/library.h>
+
+#include "device/c10/pinned_allocator.h"
+#include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
+#include "device/runtime.h"
+#include "ops/device_loop.h"
+
+namespace xxnpu {
+namespace {
+
+// Dense, same layout, same dtype: one memcpy of the whole span moves every element.
+bool SameDenseLayout(const at::Tensor& a, const at::Tensor& b) {
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.is_non_overlapping_and_dense() && b.is_non_overlapping_and_dense();
+}
+
+// dst = src on the device, any dtypes and strides (both xxnpu).
+void DeviceCopyKernel(const at::Tensor& dst, const at::Tensor& src) {
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(src)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .check_all_same_device(false)
+                  .build();
+  const at::ScalarType out_t = dst.scalar_type();
+  const at::ScalarType in_t = src.scalar_type();
+  AT_DISPATCH_V2(out_t, "xxnpu_copy_out", AT_WRAP([&] {
+    using out_scalar = scalar_t;
+    AT_DISPATCH_V2(in_t, "xxnpu_copy_in", AT_WRAP([&] {
+      using in_scalar = scalar_t;
+      LaunchTensorIterator(out_t == in_t ? "xxnpu::copy_strided" : "xxnpu::copy_cast", iter,
+                           [](char** data, const int64_t* strides, int64_t n0, int64_t n1) {
+        for (int64_t j = 0; j < n1; ++j) {
+          char* out = data[0] + j * strides[2];
+          const char* in = data[1] + j * strides[3];
+          for (int64_t i = 0; i < n0; ++i) {
+            *reinterpret_cast<out_scalar*>(out + i * strides[0]) =
+                c10::convert<out_scalar>(*reinterpret_cast<const in_scalar*>(in + i * strides[1]));
+          }
+        }
+      });
+    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+}
+
+size_t SpanBytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+void HostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  const c10::DeviceIndex device = dst.device().index();
+  if (SameDenseLayout(dst, src)) {
+    // Pinned + non_blocking: queued and returns; otherwise the runtime waits for the copy
+    // (pageable memory), or we wait below (blocking semantics of a plain copy_).
+    xxnpuStream_t stream = CurrentStreamHandle(device);
+    CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kHostToDevice,
+                             stream),
+            "copy to xxnpu");
+    if (non_blocking) {
+      RecordPinnedUse(src.storage().data_ptr(), GetCurrentXxnpuStream(device).unwrap());
+    } else {
+      CheckOk(xxnpuStreamSynchronize(stream), "copy to xxnpu");
+    }
+    return;
+  }
+  // Stage: a contiguous host image in the source dtype, then cast/scatter on the device.
+  at::Tensor host = src.contiguous();
+  at::Tensor staged = at::empty(host.sizes(), host.options().device(dst.device()));
+  HostToDevice(staged, host, /*non_blocking=*/false);
+  DeviceCopyKernel(dst, staged);
+  if (!non_blocking) CheckOk(xxnpuStreamSynchronize(CurrentStreamHandle(device)), "copy to xxnpu");
+}
+
+void DeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  const c10::DeviceIndex device = src.device().index();
+  xxnpuStream_t stream = CurrentStreamHandle(device);
+  if (SameDenseLayout(dst, src)) {
+    CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kDeviceToHost,
+                             stream),
+            "copy from xxnpu");
+    if (non_blocking) {
+      RecordPinnedUse(dst.storage().data_ptr(), GetCurrentXxnpuStream(device).unwrap());
+    } else {
+      CheckOk(xxnpuStreamSynchronize(stream), "copy from xxnpu");
+    }
+    return;
+  }
+  // Gather/cast on the device into a contiguous buffer of dst's dtype, then one memcpy.
+  at::Tensor gathered = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
+  DeviceCopyKernel(gathered, src);
+  at::Tensor host = at::empty(dst.sizes(), dst.options().memory_format(at::MemoryFormat::Contiguous));
+  CheckOk(xxnpuMemcpyAsync(host.data_ptr(), gathered.const_data_ptr(), SpanBytes(gathered),
+                           MemcpyKind::kDeviceToHost, stream),
+          "copy from xxnpu");
+  CheckOk(xxnpuStreamSynchronize(stream), "copy from xxnpu");
+  dst.copy_(host);
+}
+
+void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
+  const c10::DeviceIndex dst_device = dst.device().index();
+  const c10::DeviceIndex src_device = src.device().index();
+  if (src_device != dst_device) {
+    // The source's pending writes are on its own current stream: order our copy after them.
+    xxnpuEvent_t ready = ValueOrThrow(xxnpuEventCreate(kEventDisableTiming), "xxnpu copy");
+    CheckOk(xxnpuEventRecord(ready, CurrentStreamHandle(src_device)), "xxnpu copy");
+    CheckOk(xxnpuStreamWaitEvent(CurrentStreamHandle(dst_device), ready), "xxnpu copy");
+    CheckOk(xxnpuEventDestroy(ready), "xxnpu copy");
+  }
+  if (SameDenseLayout(dst, src)) {
+    CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kDeviceToDevice,
+                             CurrentStreamHandle(dst_device)),
+            "xxnpu copy");
+    return;
+  }
+  c10::DeviceGuard guard(dst.device());
+  DeviceCopyKernel(dst, src);
+}
+
+at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
+              "copy from xxnpu: size mismatch, source ", self.sizes(), " vs destination ", dst.sizes());
+  if (dst.numel() == 0) return dst;
+  // Broadcasting copies (copy_ from a smaller shape) arrive here expanded already.
+  const at::Tensor src = self.sizes() == dst.sizes() ? self : self.view(dst.sizes());
+  const bool src_dev = src.device().is_privateuseone();
+  const bool dst_dev = dst.device().is_privateuseone();
+  if (src_dev && dst_dev) {
+    DeviceToDevice(dst, src);
+  } else if (dst_dev) {
+    TORCH_CHECK(src.device().is_cpu(), "copy to xxnpu: unsupported source device ", src.device());
+    HostToDevice(dst, src, non_blocking);
+  } else {
+    TORCH_CHECK(dst.device().is_cpu(), "copy from xxnpu: unsupported destination device ", dst.device());
+    DeviceToHost(dst, src, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return CopyFrom(self, dst, /*non_blocking=*/false);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", &CopyFrom);
+  m.impl("_copy_from_and_resize", &CopyFromAndResize);
+}
+
+}  // namespace
+}  // namespace xxnpu

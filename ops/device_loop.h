@@ -1,0 +1,39 @@
+// Launching ATen-shaped work on the xxnpu device.
+//
+// LaunchTensorIterator runs an elementwise loop over a TensorIterator as an xxnpu kernel:
+// ATen's TensorIterator does shapes, broadcasting, strides and dim coalescing on the host;
+// the loop, which is ours, runs on the device's compute threads over device-view pointers
+// (DeviceView), on the current stream of the iterator's device. The host returns at once.
+#ifndef TORCH_XXNPU_OPS_DEVICE_LOOP_H_
+#define TORCH_XXNPU_OPS_DEVICE_LOOP_H_
+
+#include <ATen/TensorIterator.h>
+
+#include <functional>
+
+#include "device/runtime.h"
+
+namespace xxnpu {
+
+// (data, strides, size0, size1) as TensorIterator's 2-D loops, with every data pointer
+// already translated to memory the device thread may touch.
+using DeviceLoop2d = std::function<void(char** data, const int64_t* strides, int64_t size0, int64_t size1)>;
+
+// Optional figures for the profiler; bytes default to every operand's bytes.
+struct KernelCost {
+  uint64_t bytes = 0;
+  uint64_t flops_per_element = 0;
+};
+
+// `name` must outlive the process (a literal): the profiler shows it. The iterator is
+// copied into the kernel, so its tensors stay alive until the kernel has run.
+void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
+                          KernelCost cost = {});
+
+// The current stream of `device` (as the runtime handle): where kernels for tensors on
+// that device are queued.
+xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device);
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_OPS_DEVICE_LOOP_H_

@@ -1,0 +1,171 @@
+"""torch.xxnpu: the xxnpu device module, at parity with torch.cuda.
+
+Installed as ``torch.xxnpu`` by ``import torch_xxnpu`` (or torch's backend autoload).
+"""
+import threading
+import traceback
+from typing import Any, List, Optional, Tuple, Union
+
+import torch
+from torch_xxnpu import _C
+
+from torch_xxnpu.xxnpu._utils import _get_device_index
+
+_initialized = False
+_tls = threading.local()
+_initialization_lock = threading.Lock()
+_queued_calls: List[Tuple[Any, List[str]]] = []
+
+_device_t = Union[torch.device, str, int, None]
+
+
+def _is_in_bad_fork() -> bool:
+    return _C._is_in_bad_fork()
+
+
+def is_available() -> bool:
+    """True when at least one xxnpu device exists (the simulator always has some)."""
+    return device_count() > 0
+
+
+def is_initialized() -> bool:
+    return _initialized and not _is_in_bad_fork()
+
+
+def _lazy_call(callable, **kwargs):
+    if is_initialized():
+        callable()
+    else:
+        _queued_calls.append((callable, traceback.format_stack()))
+
+
+def _lazy_init() -> None:
+    """Starts the device runtime once per process; refuses in a child forked after that."""
+    global _initialized
+    if is_initialized() or hasattr(_tls, "is_initializing"):
+        return
+    with _initialization_lock:
+        if is_initialized():
+            return
+        if _is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize xxnpu in forked subprocess. To use xxnpu with "
+                "multiprocessing, you must use the 'spawn' start method"
+            )
+        _C._init()
+        _tls.is_initializing = True
+        try:
+            for queued_call, orig_traceback in _queued_calls:
+                try:
+                    queued_call()
+                except Exception as e:
+                    msg = f"xxnpu call failed lazily at initialization with error: {e}\\n\\nxxnpu call was originally invoked at:\\n\\n{''.join(orig_traceback)}"
+                    raise RuntimeError(msg) from e
+            _queued_calls.clear()
+        finally:
+            delattr(_tls, "is_initializing")
+        _initialized = True
+
+
+def init() -> None:
+    _lazy_init()
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    _lazy_init()
+    return _C._get_device()
+
+
+def set_device(device: _device_t) -> None:
+    device = _get_device_index(device)
+    if device >= 0:
+        _lazy_init()
+        _C._set_device(device)
+
+
+class device:
+    """Context manager that changes the current xxnpu device (like torch.cuda.device)."""
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx != -1:
+            _lazy_init()
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, type: Any, value: Any, traceback: Any):
+        if self.prev_idx != -1 and self.prev_idx != self.idx:
+            _C._exchange_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes a tensor's device current (no-op for CPU tensors)."""
+
+    def __init__(self, obj):
+        idx = obj.get_device() if obj.is_xxnpu else -1
+        super().__init__(idx)
+
+
+def synchronize(device: _device_t = None) -> None:
+    """Waits for all work on every stream of the device; raises a kernel's failure."""
+    _lazy_init()
+    _C._synchronize(_get_device_index(device, optional=True) if device is not None else current_device())
+
+
+def get_device_name(device: _device_t = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_properties(device: _device_t = None):
+    _lazy_init()
+    idx = _get_device_index(device, optional=True)
+    if idx < 0:
+        idx = current_device()
+    if idx >= device_count():
+        raise AssertionError(f"Invalid device id {idx}: xxnpu has {device_count()} devices")
+    return _C._get_device_properties(idx)
+
+
+def get_device_capability(device: _device_t = None) -> Tuple[int, int]:
+    return (1, 0)
+
+
+def get_amp_supported_dtype() -> List[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+from torch_xxnpu.xxnpu.random import *  # noqa: F401,F403,E402
+from torch_xxnpu.xxnpu.random import __all__ as _random_all  # noqa: E402
+from torch_xxnpu.xxnpu.streams import *  # noqa: F401,F403,E402
+from torch_xxnpu.xxnpu.streams import __all__ as _streams_all  # noqa: E402
+from torch_xxnpu.xxnpu.memory import *  # noqa: F401,F403,E402
+from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
+from torch_xxnpu.xxnpu import memory, random, streams, _utils  # noqa: F401,E402
+
+__all__ = [
+    "is_available",
+    "is_initialized",
+    "init",
+    "device_count",
+    "current_device",
+    "set_device",
+    "device",
+    "device_of",
+    "synchronize",
+    "get_device_name",
+    "get_device_properties",
+    "get_device_capability",
+    "get_amp_supported_dtype",
+    "is_bf16_supported",
+] + _random_all + _streams_all + _memory_all

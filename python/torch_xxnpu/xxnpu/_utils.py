@@ -1,0 +1,33 @@
+"""Device-index parsing shared by torch.xxnpu (torch.serialization also calls it)."""
+from typing import Any
+
+import torch
+
+
+def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> int:
+    """torch.device / "xxnpu:1" / 1 / None -> an xxnpu device index.
+
+    None (or a device without an index) gives the current device when ``optional`` and
+    is a ValueError otherwise, as in torch.cuda._utils._get_device_index.
+    """
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if allow_cpu and device.type == "cpu":
+            return -1
+        if device.type != "xxnpu":
+            raise ValueError(f"Expected an xxnpu device, but got: {device}")
+        device_idx = device.index
+    elif isinstance(device, int):
+        device_idx = device
+    elif device is None:
+        device_idx = None
+    else:
+        raise ValueError(f"Expected a torch.device, str, int or None for an xxnpu device, got {type(device).__name__}")
+    if device_idx is None:
+        if optional:
+            import torch_xxnpu.xxnpu as xxnpu
+
+            return xxnpu.current_device()
+        raise ValueError(f"Expected an xxnpu device with a specified index or an integer, but got: {device}")
+    return device_idx

@@ -1,0 +1,211 @@
+"""torch.xxnpu memory management (torch.cuda.memory's twin): statistics from the caching
+allocator, cache control, the memory fraction, and memory snapshots in CUDA's pickle
+schema, which torch.cuda._memory_viz renders unchanged.
+"""
+import collections
+import pickle
+import sys
+from typing import Any, Dict, Optional, Tuple, Union
+
+import torch
+
+import torch_xxnpu.xxnpu as _xxnpu
+from torch_xxnpu import _C
+from torch_xxnpu.xxnpu._utils import _get_device_index
+
+__all__ = [
+    "empty_cache",
+    "memory_stats",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "memory_summary",
+    "mem_get_info",
+    "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction",
+]
+
+_device_t = Union[torch.device, str, int, None]
+
+
+def _index(device: _device_t) -> int:
+    _xxnpu._lazy_init()
+    return _get_device_index(device, optional=True)
+
+
+def empty_cache() -> None:
+    """Returns every fully free cached segment to the device."""
+    if _xxnpu.is_initialized():
+        _C._empty_cache()
+
+
+def memory_stats(device: _device_t = None) -> Dict[str, Any]:
+    """The caching allocator's statistics, keyed as torch.cuda.memory_stats()'s."""
+    return torch.accelerator.memory_stats(_index(device))
+
+
+def memory_allocated(device: _device_t = None) -> int:
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device: _device_t = None) -> int:
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device: _device_t = None) -> int:
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device: _device_t = None) -> int:
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def reset_peak_memory_stats(device: _device_t = None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: _device_t = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device: _device_t = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def mem_get_info(device: _device_t = None) -> Tuple[int, int]:
+    """(free, total) bytes of device memory, as the device sees them."""
+    return torch.accelerator.get_memory_info(_index(device))
+
+
+def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -> None:
+    """Caps this process's reserved memory on the device at ``fraction`` of its total."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _index(device))
+
+
+def get_per_process_memory_fraction(device: _device_t = None) -> float:
+    return _C._get_memory_fraction(_index(device))
+
+
+def _format_size(sz: int, pref_sz: int) -> str:
+    prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if pref_sz < 768 * 1024:
+            break
+        prefix = new_prefix
+        sz //= 1024
+        pref_sz /= 1024
+    return f"{sz:6d} {prefix}"
+
+
+def _format_count(cnt: int, pref_cnt: int) -> str:
+    prefixes = [" ", "K", "M"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if pref_cnt < 750 * 1000:
+            break
+        prefix = new_prefix
+        cnt //= 1000
+        pref_cnt /= 1000
+    return f"{cnt:7d} {prefix} "
+
+
+def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
+    """A human-readable table of the allocator's statistics (torch.cuda.memory_summary's layout)."""
+    idx = _index(device)
+    stats = memory_stats(idx)
+
+    metrics_to_display = [
+        ("allocated_bytes", "Allocated memory", _format_size),
+        ("active_bytes", "Active memory", _format_size),
+        ("requested_bytes", "Requested memory", _format_size),
+        ("reserved_bytes", "xxnpu reserved memory", _format_size),
+        ("inactive_split_bytes", "Non-releasable memory", _format_size),
+        ("allocation", "Allocations", _format_count),
+        ("active", "Active allocs", _format_count),
+        ("segment", "xxnpu reserved segments", _format_count),
+        ("inactive_split", "Non-releasable allocs", _format_count),
+    ]
+    lines = []
+    lines.append("=" * 75)
+    lines.append(" {_:16} PyTorch xxnpu memory summary, device ID {device:<17d} ")
+    lines.append("-" * 75)
+    lines.append("  {_:9} xxnpu OOMs: {num_ooms:<12d} | {_:6} allocator retries: {num_alloc_retries:<8d}  ")
+    lines.append("=" * 75)
+    lines.append("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ")
+    for metric_key, metric_name, formatter in metrics_to_display:
+        lines.append("-" * 75)
+        submetrics = [("all", metric_name)]
+        if not abbreviated:
+            submetrics.append(("large_pool", "      from large pool"))
+            submetrics.append(("small_pool", "      from small pool"))
+        current_prefval, peak_prefval, allocated_prefval, freed_prefval = None, None, None, None
+        for submetric_key, submetric_name in submetrics:
+            prefix = metric_key + "." + submetric_key + "."
+            current = stats.get(prefix + "current", 0)
+            peak = stats.get(prefix + "peak", 0)
+            allocated = stats.get(prefix + "allocated", 0)
+            freed = stats.get(prefix + "freed", 0)
+            if current_prefval is None:
+                current_prefval, peak_prefval, allocated_prefval, freed_prefval = current, peak, allocated, freed
+            lines.append(
+                f" {submetric_name:<21} | {formatter(current, current_prefval)} | {formatter(peak, peak_prefval)} | "
+                f"{formatter(allocated, allocated_prefval)} | {formatter(freed, freed_prefval)} "
+            )
+    lines.append("=" * 75)
+    fmt_dict = {"_": "", "device": idx}
+    for k, v in stats.items():
+        fmt_dict[k.replace(".", "-")] = v
+    fmt_dict.setdefault("num_ooms", stats.get("num_ooms", 0))
+    fmt_dict.setdefault("num_alloc_retries", stats.get("num_alloc_retries", 0))
+    return "|" + "|\n|".join(lines).format(**fmt_dict) + "|\n"
+
+
+# ---- memory snapshots (CUDA's schema: torch.cuda._memory_viz and pytorch.org/memory_viz read them)
+
+
+def _record_memory_history(
+    enabled: Optional[str] = "all",
+    context: Optional[str] = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: _device_t = None,
+    clear_history: bool = False,
+) -> None:
+    """Starts (``enabled="all"``/``"state"``) or stops (``None``) recording allocator history.
+
+    Stacks of Python frames are kept for every allocation when ``stacks`` is "python" or
+    "all" and ``context`` is not None.
+    """
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"enabled must be None, 'state' or 'all', got {enabled!r}")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
+    _xxnpu._lazy_init()
+    if clear_history:
+        _C._record_memory_history(False, 0, False)
+    if enabled is None:
+        _C._record_memory_history(False, 0, False)
+        return
+    entries = max_entries if enabled == "all" else 0
+    _C._record_memory_history(True, min(int(entries), 2**62), context is not None)
+
+
+def _snapshot(device: _device_t = None) -> Dict[str, Any]:
+    """The allocator's segments, blocks and recorded history, as torch.cuda.memory._snapshot()."""
+    _xxnpu._lazy_init()
+    return _C._snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickles _snapshot() (protocol 4: what MemoryViz's reader accepts)."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f, protocol=4)
