@@ -112,7 +112,12 @@ void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceIndex src_device = src.device().index();
   if (src_device != dst_device) {
     // The source's pending writes are on its own current stream: order our copy after them.
-    xxnpuEvent_t ready = ValueOrThrow(xxnpuEventCreate(kEventDisableTiming), "xxnpu copy");
+    // The event belongs to the source's device, where it is recorded.
+    xxnpuEvent_t ready;
+    {
+      const c10::DeviceGuard src_guard(src.device());
+      ready = ValueOrThrow(xxnpuEventCreate(kEventDisableTiming), "xxnpu copy");
+    }
     CheckOk(xxnpuEventRecord(ready, CurrentStreamHandle(src_device)), "xxnpu copy");
     CheckOk(xxnpuStreamWaitEvent(CurrentStreamHandle(dst_device), ready), "xxnpu copy");
     CheckOk(xxnpuEventDestroy(ready), "xxnpu copy");

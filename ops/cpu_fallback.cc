@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 namespace xxnpu {
@@ -26,8 +27,43 @@ std::set<std::string>& Warned() {
   return *warned;
 }
 
+// CUDA's kernels reject operands on different devices; cpu_fallback would silently move
+// them all to the CPU and return the result on the first tensor's device. Same rule as
+// CUDA here: every tensor argument must be on one device, except CPU 0-dim tensors (the
+// scalars TensorIterator ops accept on CUDA too) and the CPU `indices` of indexing ops.
+void CheckSameDevice(const c10::OperatorHandle& op, const torch::jit::Stack& stack, const std::string& name) {
+  const auto& args = op.schema().arguments();
+  static const std::set<std::string> kCpuIndicesOk = {"aten::index", "aten::index_put_", "aten::index_put",
+                                                      "aten::_index_put_impl_", "aten::_unsafe_index",
+                                                      "aten::_unsafe_index_put"};
+  const bool cpu_indices_ok = kCpuIndicesOk.count(op.schema().name()) > 0;
+  std::optional<c10::Device> common;
+  auto visit = [&](const c10::IValue& v, const std::string& arg) {
+    if (!v.isTensor()) return;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return;
+    if (t.device().is_cpu() && (t.dim() == 0 || (cpu_indices_ok && arg == "indices"))) return;
+    if (!common) {
+      common = t.device();
+      return;
+    }
+    TORCH_CHECK(*common == t.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+                *common, " and ", t.device(), "! (when checking argument for argument ", arg, " in method ", name, ")");
+  };
+  const size_t first = stack.size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) visit(e, args[i].name());
+    } else {
+      visit(v, args[i].name());
+    }
+  }
+}
+
 void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.operator_name());
+  CheckSameDevice(op, *stack, name);
   TORCH_CHECK_NOT_IMPLEMENTED(!StrictFallback(), "xxnpu: ", name,
                               " has no xxnpu kernel and XXNPU_STRICT_FALLBACK=1 forbids running it on the CPU");
   bool first;

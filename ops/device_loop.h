@@ -25,8 +25,9 @@ struct KernelCost {
   uint64_t flops_per_element = 0;
 };
 
-// `name` must outlive the process (a literal): the profiler shows it. The iterator is
-// copied into the kernel, so its tensors stay alive until the kernel has run.
+// `name` must outlive the process (a literal): the profiler shows it. The kernel keeps no
+// reference to the iterator's tensors: as with CUDA, stream order (not lifetime) protects
+// memory freed by the host while the kernel is queued.
 void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
                           KernelCost cost = {});
 

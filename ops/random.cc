@@ -29,9 +29,14 @@ PhiloxSeeds Reserve(std::optional<at::Generator> gen, c10::DeviceIndex device, u
   return g->philox_reserve(words);
 }
 
-// Fills the contiguous `out` with f(seed, offset, element index) on the device.
+// Fills the contiguous `out` on the device, `per_block` elements from each Philox block:
+// element i takes block (offset / 4 + i / per_block), so one 10-round block serves 2 or 4
+// elements and the result depends only on (seed, offset, i).
+// f(words, values) turns a block's 4 words into `per_block` values.
 template <typename scalar_t, typename F>
-void LaunchGenerate(const char* name, const at::Tensor& out, uint64_t flops_per_element, F f) {
+void LaunchGenerate(const char* name, const at::Tensor& out, PhiloxSeeds seeds, int per_block,
+                    uint64_t flops_per_element, F f) {
+  static_assert(kElementsPerBlock % 4 == 0, "grid blocks must start on a Philox block");
   const int64_t n = out.numel();
   scalar_t* data = out.data_ptr<scalar_t>();
   LaunchConfig cfg;
@@ -39,10 +44,15 @@ void LaunchGenerate(const char* name, const at::Tensor& out, uint64_t flops_per_
   cfg.grid = Dim3{static_cast<uint32_t>((n + kElementsPerBlock - 1) / kElementsPerBlock), 1, 1};
   cfg.bytes = static_cast<uint64_t>(n) * sizeof(scalar_t);
   cfg.flops = flops_per_element * static_cast<uint64_t>(n);
-  CheckOk(xxnpuLaunchKernel(cfg, [data, n, f](BlockRange r) {
+  CheckOk(xxnpuLaunchKernel(cfg, [data, n, seeds, per_block, f](BlockRange r) {
     scalar_t* view = DeviceView(data);
     const int64_t end = std::min(n, r.end * kElementsPerBlock);
-    for (int64_t i = r.begin * kElementsPerBlock; i < end; ++i) view[i] = static_cast<scalar_t>(f(i));
+    double values[4];
+    for (int64_t i = r.begin * kElementsPerBlock; i < end; i += per_block) {
+      Philox4x32 engine(seeds.seed, 0, seeds.offset / 4 + static_cast<uint64_t>(i / per_block));
+      f(engine.next(), values);
+      for (int j = 0; j < per_block && i + j < end; ++j) view[i + j] = static_cast<scalar_t>(values[j]);
+    }
     return absl::OkStatus();
   }, CurrentStreamHandle(out.device().index())), name);
 }
@@ -63,12 +73,8 @@ at::Tensor& ViaContiguous(at::Tensor& self, Fill fill) {
   return self;
 }
 
-// Words of randomness per element: 2 for double (53-bit mantissa), else 1.
-double UniformAt(uint64_t seed, uint64_t offset, int64_t i, bool wide) {
-  if (!wide) return uniform_float(philox_uint32_at(seed, offset, static_cast<uint64_t>(i)));
-  const uint64_t hi = philox_uint32_at(seed, offset, 2 * static_cast<uint64_t>(i));
-  const uint64_t lo = philox_uint32_at(seed, offset, 2 * static_cast<uint64_t>(i) + 1);
-  return static_cast<double>(((hi << 32) | lo) >> 11) * 0x1.0p-53;
+double Uniform53(uint32_t hi, uint32_t lo) {
+  return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * 0x1.0p-53;
 }
 
 at::Tensor& Uniform(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
@@ -76,15 +82,19 @@ at::Tensor& Uniform(at::Tensor& self, double from, double to, std::optional<at::
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating point types only, got ",
               self.scalar_type());
   return ViaContiguous(self, [&](at::Tensor& out) {
+    // double needs 53 random bits: two words per element; otherwise one.
     const bool wide = out.scalar_type() == at::kDouble;
     const PhiloxSeeds s = Reserve(gen, out.device().index(), static_cast<uint64_t>(out.numel()) * (wide ? 2 : 1));
     AT_DISPATCH_V2(out.scalar_type(), "xxnpu_uniform_", AT_WRAP([&] {
-      LaunchGenerate<scalar_t>("xxnpu::uniform", out, 2, [s, from, to, wide](int64_t i) {
-        const double u = UniformAt(s.seed, s.offset, i, wide);
-        double v = from + (to - from) * u;
-        // Rounding to a narrow dtype can land on `to`; keep the half-open interval.
-        if (static_cast<scalar_t>(v) >= static_cast<scalar_t>(to) && to > from) v = from;
-        return v;
+      LaunchGenerate<scalar_t>("xxnpu::uniform", out, s, wide ? 2 : 4, 2, [from, to, wide](auto w, double* v) {
+        const int count = wide ? 2 : 4;
+        for (int j = 0; j < count; ++j) {
+          const double u = wide ? Uniform53(w[2 * j], w[2 * j + 1]) : uniform_float(w[j]);
+          double x = from + (to - from) * u;
+          // Rounding to a narrow dtype can land on `to`; keep the half-open interval.
+          if (static_cast<scalar_t>(x) >= static_cast<scalar_t>(to) && to > from) x = from;
+          v[j] = x;
+        }
       });
     }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
   });
@@ -95,14 +105,17 @@ at::Tensor& Normal(at::Tensor& self, double mean, double std, std::optional<at::
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is implemented for floating point types only, got ",
               self.scalar_type());
   return ViaContiguous(self, [&](at::Tensor& out) {
-    // Box-Muller makes two normals from two words: element i uses words 2*(i/2), 2*(i/2)+1.
+    // Box-Muller: each pair of words gives two normals, so a block gives four.
     const uint64_t words = (static_cast<uint64_t>(out.numel()) + 1) / 2 * 2;
     const PhiloxSeeds s = Reserve(gen, out.device().index(), words);
     AT_DISPATCH_V2(out.scalar_type(), "xxnpu_normal_", AT_WRAP([&] {
-      LaunchGenerate<scalar_t>("xxnpu::normal", out, 20, [s, mean, std](int64_t i) {
-        const uint64_t pair = static_cast<uint64_t>(i) / 2 * 2;
-        const auto z = normal_pair(philox_uint32_at(s.seed, s.offset, pair), philox_uint32_at(s.seed, s.offset, pair + 1));
-        return mean + std * static_cast<double>(z[i % 2]);
+      LaunchGenerate<scalar_t>("xxnpu::normal", out, s, 4, 20, [mean, std](auto w, double* v) {
+        const auto z0 = normal_pair(w[0], w[1]);
+        const auto z1 = normal_pair(w[2], w[3]);
+        v[0] = mean + std * z0[0];
+        v[1] = mean + std * z0[1];
+        v[2] = mean + std * z1[0];
+        v[3] = mean + std * z1[1];
       });
     }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
   });

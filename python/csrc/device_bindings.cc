@@ -3,6 +3,7 @@
 // default generators. torch.xxnpu (python/torch_xxnpu/xxnpu/) is built on these.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/device_lazy_init.h>
@@ -37,9 +38,9 @@ std::unordered_map<uint64_t, std::shared_ptr<torch::CapturedTraceback>> g_contex
 std::atomic<uint64_t> g_next_context{1};
 
 uint64_t RecordPythonContext() {
-  // Only a thread holding the GIL can walk Python frames (allocations from device or
-  // C++ threads get no context).
-  if (!PyGILState_Check()) return 0;
+  // Only a thread Python knows can have Python frames (allocations from device or C++
+  // threads get no context). torch releases the GIL around ops; gather() takes it again.
+  if (PyGILState_GetThisThreadState() == nullptr) return 0;
   auto tb = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
   const uint64_t id = g_next_context.fetch_add(1);
   std::lock_guard<std::mutex> lock(g_context_mu);
@@ -237,6 +238,11 @@ void InitDeviceBindings(py::module_& m) {
     return PackStream(GetStreamFromExternal(reinterpret_cast<xxnpuStream_t>(handle), static_cast<c10::DeviceIndex>(d)));
   });
   m.def("_stream_priority_range", [] { return py::make_tuple(0, -1); });
+  m.def("_stream_priority", [](int64_t id, int device_index, int device_type) {
+    return XxnpuStream(c10::Stream::unpack3(id, static_cast<c10::DeviceIndex>(device_index),
+                                            static_cast<c10::DeviceType>(device_type)))
+        .priority();
+  });
 
   m.def("_empty_cache", [] { GetXxnpuAllocator()->emptyCache(); });
   m.def("_set_memory_fraction", [](double f, int d) {
@@ -248,6 +254,20 @@ void InitDeviceBindings(py::module_& m) {
   m.def("_record_memory_history", &RecordMemoryHistory, py::arg("enabled"), py::arg("max_entries"),
         py::arg("stacks"));
   m.def("_snapshot", &Snapshot);
+
+  // torch.Event.elapsed_time() accepts only an exact torch.Event as its argument; this
+  // takes torch.xxnpu.Event (a subclass) too.
+  m.def("_event_elapsed_time", [](py::handle start, py::handle end) {
+    TORCH_CHECK_TYPE(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()),
+                     "elapsed_time expects torch.Event objects");
+    const c10::Event& a = reinterpret_cast<THPEvent*>(start.ptr())->event;
+    const c10::Event& b = reinterpret_cast<THPEvent*>(end.ptr())->event;
+    TORCH_CHECK(a.device_index() < 0 || b.device_index() < 0 || a.device_index() == b.device_index(),
+                "elapsed_time: the events are on different devices, ",
+                a.device(), " and ", b.device());
+    py::gil_scoped_release no_gil;
+    return a.elapsedTime(b);
+  });
 
   m.def("_default_generators", [] {
     at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);

@@ -6,7 +6,28 @@ fallback an error instead.
 """
 from typing import Dict, List
 
+import torch
+
 from torch_xxnpu import _C
+
+
+def _sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Reduces a broadcast gradient back to an input's shape."""
+    return grad if grad.shape == shape else grad.sum_to_size(shape)
+
+
+def _add_setup_context(ctx, inputs, output):
+    a, b = inputs
+    ctx.shapes = (a.shape, b.shape)
+
+
+def _add_backward(ctx, grad):
+    a_shape, b_shape = ctx.shapes
+    return _sum_to(grad, a_shape), _sum_to(grad, b_shape)
+
+
+# torch.ops.xxnpu.add's schema and kernels are registered in C++ (ops/custom_ops.cc).
+torch.library.register_autograd("xxnpu::add", _add_backward, setup_context=_add_setup_context)
 
 
 def fallback_counts() -> Dict[str, int]:

@@ -32,11 +32,41 @@ def is_initialized() -> bool:
     return _initialized and not _is_in_bad_fork()
 
 
+class _LazySeedTracker:
+    """Keeps only the latest manual_seed / manual_seed_all made before initialisation (as
+    torch.cuda does), so seeding repeatedly before first use does not grow a queue."""
+
+    def __init__(self):
+        self.manual_seed_all_cb = None
+        self.manual_seed_cb = None
+        self.call_order: List[Any] = []
+
+    def queue_seed_all(self, cb, traceback):
+        self.manual_seed_all_cb = (cb, traceback)
+        self.call_order = [self.manual_seed_cb, self.manual_seed_all_cb]
+
+    def queue_seed(self, cb, traceback):
+        self.manual_seed_cb = (cb, traceback)
+        self.call_order = [self.manual_seed_all_cb, self.manual_seed_cb]
+
+    def get_calls(self) -> List[Any]:
+        return self.call_order
+
+
+_lazy_seed_tracker = _LazySeedTracker()
+
+
 def _lazy_call(callable, **kwargs):
+    """Runs ``callable`` now if the device is initialised, else at initialisation."""
     if is_initialized():
         callable()
     else:
-        _queued_calls.append((callable, traceback.format_stack()))
+        if kwargs.get("seed_all", False):
+            _lazy_seed_tracker.queue_seed_all(callable, traceback.format_stack())
+        elif kwargs.get("seed", False):
+            _lazy_seed_tracker.queue_seed(callable, traceback.format_stack())
+        else:
+            _queued_calls.append((callable, traceback.format_stack()))
 
 
 def _lazy_init() -> None:
@@ -54,12 +84,13 @@ def _lazy_init() -> None:
             )
         _C._init()
         _tls.is_initializing = True
+        _queued_calls.extend(calls for calls in _lazy_seed_tracker.get_calls() if calls)
         try:
             for queued_call, orig_traceback in _queued_calls:
                 try:
                     queued_call()
                 except Exception as e:
-                    msg = f"xxnpu call failed lazily at initialization with error: {e}\\n\\nxxnpu call was originally invoked at:\\n\\n{''.join(orig_traceback)}"
+                    msg = f"xxnpu call failed lazily at initialization with error: {e}\n\nxxnpu call was originally invoked at:\n\n{''.join(orig_traceback)}"
                     raise RuntimeError(msg) from e
             _queued_calls.clear()
         finally:
@@ -126,9 +157,7 @@ def get_device_name(device: _device_t = None) -> str:
 def get_device_properties(device: _device_t = None):
     _lazy_init()
     idx = _get_device_index(device, optional=True)
-    if idx < 0:
-        idx = current_device()
-    if idx >= device_count():
+    if idx < 0 or idx >= device_count():
         raise AssertionError(f"Invalid device id {idx}: xxnpu has {device_count()} devices")
     return _C._get_device_properties(idx)
 

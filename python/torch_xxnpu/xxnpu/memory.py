@@ -5,7 +5,7 @@ schema, which torch.cuda._memory_viz renders unchanged.
 import collections
 import pickle
 import sys
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -27,6 +27,7 @@ __all__ = [
     "mem_get_info",
     "set_per_process_memory_fraction",
     "get_per_process_memory_fraction",
+    "memory_snapshot",
 ]
 
 _device_t = Union[torch.device, str, int, None]
@@ -44,7 +45,12 @@ def empty_cache() -> None:
 
 
 def memory_stats(device: _device_t = None) -> Dict[str, Any]:
-    """The caching allocator's statistics, keyed as torch.cuda.memory_stats()'s."""
+    """The caching allocator's statistics, keyed as torch.cuda.memory_stats()'s.
+
+    Empty before the device is initialised (as torch.cuda's: asking does not start it).
+    """
+    if not _xxnpu.is_initialized():
+        return collections.OrderedDict()
     return torch.accelerator.memory_stats(_index(device))
 
 
@@ -172,40 +178,100 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
 # ---- memory snapshots (CUDA's schema: torch.cuda._memory_viz and pytorch.org/memory_viz read them)
 
 
-def _record_memory_history(
+_TRACE_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot")
+# What the Python side keeps of _record_memory_history's arguments (applied by _snapshot).
+_history = {"context": "all", "skip_actions": frozenset()}
+
+
+def _record_memory_history(enabled: Optional[Union[str, bool]] = "all", *args, **kwargs) -> None:
+    """Starts (``enabled="all"``/``"state"``) or stops (``None``) recording allocator
+    history, with torch.cuda.memory._record_memory_history's signature:
+
+    ``(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None,
+    clear_history=False, compile_context=False, global_record_annotations=False,
+    skip_actions=None)``; a bool ``enabled`` takes the legacy signature.
+
+    Python stacks are kept per allocation when ``context`` is not None ("state": for live
+    blocks only, "alloc": also alloc events, "all": also free events). ``stacks="all"``
+    records Python frames too (the simulator has no C++ frames worth showing).
+    """
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+def _record_memory_history_impl(
     enabled: Optional[str] = "all",
     context: Optional[str] = "all",
     stacks: str = "all",
     max_entries: int = sys.maxsize,
     device: _device_t = None,
     clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: Optional[List[str]] = None,
 ) -> None:
-    """Starts (``enabled="all"``/``"state"``) or stops (``None``) recording allocator history.
-
-    Stacks of Python frames are kept for every allocation when ``stacks`` is "python" or
-    "all" and ``context`` is not None.
-    """
     if enabled not in (None, "state", "all"):
         raise ValueError(f"enabled must be None, 'state' or 'all', got {enabled!r}")
+    if context not in (None, "state", "alloc", "all"):
+        raise ValueError(f"context must be None, 'state', 'alloc' or 'all', got {context!r}")
     if stacks not in ("python", "all"):
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
+    unknown = set(skip_actions or ()) - set(_TRACE_ACTIONS)
+    if unknown:
+        raise ValueError(f"unknown skip_actions {sorted(unknown)}; valid: {list(_TRACE_ACTIONS)}")
     _xxnpu._lazy_init()
-    if clear_history:
+    if clear_history or enabled is None:
         _C._record_memory_history(False, 0, False)
     if enabled is None:
-        _C._record_memory_history(False, 0, False)
         return
+    _history["context"] = context
+    _history["skip_actions"] = frozenset(skip_actions or ())
     entries = max_entries if enabled == "all" else 0
     _C._record_memory_history(True, min(int(entries), 2**62), context is not None)
 
 
-def _snapshot(device: _device_t = None) -> Dict[str, Any]:
+def _record_memory_history_legacy(
+    enabled: bool,
+    record_context: bool = True,
+    trace_alloc_max_entries: int = 1,
+    trace_alloc_record_context: bool = False,
+    device: _device_t = None,
+    record_context_cpp: bool = False,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+) -> None:
+    if not enabled:
+        return _record_memory_history_impl(None)
+    return _record_memory_history_impl(
+        "all" if trace_alloc_record_context else "state",
+        context="all" if record_context else None,
+        max_entries=trace_alloc_max_entries,
+        clear_history=clear_history,
+    )
+
+
+def _snapshot(device: _device_t = None, augment_with_fx_traces: bool = False) -> Dict[str, Any]:
     """The allocator's segments, blocks and recorded history, as torch.cuda.memory._snapshot()."""
     _xxnpu._lazy_init()
-    return _C._snapshot()
+    snapshot = _C._snapshot()
+    context, skip = _history["context"], _history["skip_actions"]
+    for trace in snapshot["device_traces"]:
+        if skip:
+            trace[:] = [e for e in trace if e["action"] not in skip]
+        for e in trace:
+            if context == "state" or (context == "alloc" and e["action"] != "alloc"):
+                e["frames"] = []
+    return snapshot
 
 
-def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
-    """Pickles _snapshot() (protocol 4: what MemoryViz's reader accepts)."""
+def memory_snapshot() -> List[Dict[str, Any]]:
+    """The allocator's segments on every device (torch.cuda.memory_snapshot())."""
+    return _snapshot()["segments"]
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    """Pickles _snapshot(): the file pytorch.org/memory_viz and torch.cuda._memory_viz read."""
     with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f, protocol=4)
+        pickle.dump(_snapshot(), f)

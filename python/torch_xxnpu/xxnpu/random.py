@@ -50,21 +50,29 @@ class _LazyDefaultGenerators:
 default_generators = _LazyDefaultGenerators()
 
 
-def _index(device: Union[int, str, torch.device]) -> int:
+def _device_of(device: Union[int, str, torch.device]) -> torch.device:
+    """An xxnpu torch.device, its index checked when given (None: the current device)."""
     if isinstance(device, str):
         device = torch.device(device)
     elif isinstance(device, int):
         device = torch.device("xxnpu", device)
-    idx = device.index
-    if idx is None:
-        idx = _xxnpu.current_device()
-    if not 0 <= idx < _xxnpu.device_count():
-        raise ValueError(f"Invalid xxnpu device index {idx}: expected 0 <= index < {_xxnpu.device_count()}")
-    return idx
+    if not isinstance(device, torch.device) or device.type != "xxnpu":
+        raise ValueError(f"Expected an xxnpu device, but got: {device}")
+    if device.index is not None and not 0 <= device.index < _xxnpu.device_count():
+        raise ValueError(
+            f"Invalid xxnpu device index {device.index}: expected 0 <= index < {_xxnpu.device_count()}"
+        )
+    return device
+
+
+def _index(device: Union[int, str, torch.device]) -> int:
+    idx = _device_of(device).index
+    return _xxnpu.current_device() if idx is None else idx
 
 
 def get_rng_state(device: Union[int, str, torch.device] = "xxnpu") -> Tensor:
     """The device's generator state as a CPU uint8 tensor (seed and Philox offset)."""
+    _xxnpu._lazy_init()
     return _generators()[_index(device)].get_state()
 
 
@@ -73,10 +81,16 @@ def get_rng_state_all() -> List[Tensor]:
 
 
 def set_rng_state(new_state: Tensor, device: Union[int, str, torch.device] = "xxnpu") -> None:
+    """Sets the device's generator state (applied at initialisation if the device is not yet in use)."""
     with torch._C._DisableFuncTorch():
         new_state_copy = new_state.clone(memory_format=torch.contiguous_format)
-    idx = _index(device)
-    _generators()[idx].set_state(new_state_copy)
+    dev = _device_of(device)
+
+    def cb():
+        idx = _xxnpu.current_device() if dev.index is None else dev.index
+        _generators()[idx].set_state(new_state_copy)
+
+    _xxnpu._lazy_call(cb)
 
 
 def set_rng_state_all(new_states: Iterable[Tensor]) -> None:
@@ -85,26 +99,52 @@ def set_rng_state_all(new_states: Iterable[Tensor]) -> None:
 
 
 def manual_seed(seed: int) -> None:
-    """Seeds the current device's generator."""
-    _generators()[_xxnpu.current_device()].manual_seed(int(seed))
+    """Seeds the current device's generator.
+
+    As torch.cuda.manual_seed: before the device is in use, the seed is kept and applied
+    at initialisation (torch.manual_seed() calls manual_seed_all without starting xxnpu).
+    """
+    seed = int(seed)
+
+    def cb():
+        _generators()[_xxnpu.current_device()].manual_seed(seed)
+
+    _xxnpu._lazy_call(cb, seed=True)
 
 
 def manual_seed_all(seed: int) -> None:
-    for g in _generators():
-        g.manual_seed(int(seed))
+    """Seeds every device's generator."""
+    seed = int(seed)
+
+    def cb():
+        for g in _generators():
+            g.manual_seed(seed)
+
+    _xxnpu._lazy_call(cb, seed_all=True)
 
 
 def seed() -> None:
     """Seeds the current device's generator with a non-deterministic number."""
-    _generators()[_xxnpu.current_device()].seed()
+
+    def cb():
+        _generators()[_xxnpu.current_device()].seed()
+
+    _xxnpu._lazy_call(cb)
 
 
 def seed_all() -> None:
-    gens = _generators()
-    s = gens[0].seed()
-    for g in gens[1:]:
-        g.manual_seed(s)
+    """Seeds every device's generator with one non-deterministic number."""
+
+    def cb():
+        gens = _generators()
+        s = gens[0].seed()
+        for g in gens[1:]:
+            g.manual_seed(s)
+
+    _xxnpu._lazy_call(cb)
 
 
 def initial_seed() -> int:
+    """The current device's seed (initialises the device)."""
+    _xxnpu._lazy_init()
     return _generators()[_xxnpu.current_device()].initial_seed()

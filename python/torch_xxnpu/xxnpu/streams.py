@@ -40,6 +40,21 @@ class Stream(torch.Stream):
         with _xxnpu.device(idx):
             return super().__new__(cls, device=torch.device("xxnpu", idx), priority=priority)
 
+    @property
+    def priority(self) -> int:
+        """-1 for a high-priority stream, 0 otherwise."""
+        return _C._stream_priority(self.stream_id, self.device_index, self.device_type)
+
+    @staticmethod
+    def priority_range():
+        """(lowest, highest) priority: (0, -1)."""
+        return tuple(_C._stream_priority_range())
+
+    @property
+    def xxnpu_stream(self) -> int:
+        """The runtime's stream handle as an int (ExternalStream takes it back)."""
+        return self.native_handle
+
     def wait_event(self, event: "Event") -> None:
         event.wait(self)
 
@@ -94,6 +109,11 @@ class Event(torch.Event):
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
         super().wait(current_stream() if stream is None else stream)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded, completed, with
+        ``enable_timing=True``, on one device)."""
+        return _C._event_elapsed_time(self, end_event)
+
     def __repr__(self):
         return f"<torch.xxnpu.Event device=xxnpu:{self.device.index}>"
 
@@ -110,11 +130,14 @@ def default_stream(device=None) -> Stream:
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
-    """Makes ``stream`` current on its device for this thread (None: no-op)."""
+    """Makes ``stream`` current on its device, and that device current, for this thread
+    (as torch.cuda.set_stream; None: no-op)."""
     if stream is None:
         return
     _xxnpu._lazy_init()
     _C._set_stream(stream.stream_id, stream.device_index, stream.device_type)
+    if _C._get_device() != stream.device_index:
+        _C._set_device(stream.device_index)
 
 
 class StreamContext:

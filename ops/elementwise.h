@@ -1,0 +1,97 @@
+// Elementwise kernels on xxnpu from one scalar function: the machinery every unary and
+// binary op uses (see binary_ops.cc and docs/adding-an-op.md).
+//
+// ATen's TensorIterator computes broadcasting, type promotion and strides on the host.
+// The loop runs on the device: in `opmath` precision (float for half/bfloat16), reading
+// and writing each operand in its own dtype when they differ from the common dtype (the
+// dynamic casting CUDA does). A CPU scalar operand (e.g. the 2 in `x * 2`) is read on the
+// host at launch and baked into the kernel, as CUDA does, so nothing on the host has to
+// outlive the launch.
+#ifndef TORCH_XXNPU_OPS_ELEMENTWISE_H_
+#define TORCH_XXNPU_OPS_ELEMENTWISE_H_
+
+#include <ATen/OpMathType.h>
+#include <ATen/TensorIterator.h>
+#include <c10/core/DynamicCast.h>
+
+#include "ops/device_loop.h"
+
+namespace xxnpu {
+
+namespace elementwise_detail {
+
+// Reads one element as opmath_t: of dtype `dtype` when casting dynamically, else of
+// the kernel's own scalar_t.
+template <typename scalar_t, typename opmath_t>
+opmath_t Load(const char* p, at::ScalarType dtype, bool dynamic) {
+  return dynamic ? c10::fetch_and_cast<opmath_t>(dtype, p)
+                 : static_cast<opmath_t>(*reinterpret_cast<const scalar_t*>(p));
+}
+
+}  // namespace elementwise_detail
+
+// out = op(a) for a unary TensorIterator (out, a); `op` maps opmath -> opmath.
+template <typename scalar_t, typename Op>
+void LaunchUnary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  const at::ScalarType out_t = iter.dtype(0), in_t = iter.dtype(1);
+  const bool dynamic = out_t != c10::CppTypeToScalarType<scalar_t>::value ||
+                       in_t != c10::CppTypeToScalarType<scalar_t>::value;
+  LaunchTensorIterator(name, iter, [op, out_t, in_t, dynamic](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j) {
+      char* out = d[0] + j * s[2];
+      const char* in = d[1] + j * s[3];
+      for (int64_t i = 0; i < n0; ++i) {
+        const opmath_t r = op(elementwise_detail::Load<scalar_t, opmath_t>(in + i * s[1], in_t, dynamic));
+        if (dynamic) {
+          c10::cast_and_store<opmath_t>(out_t, out + i * s[0], r);
+        } else {
+          *reinterpret_cast<scalar_t*>(out + i * s[0]) = static_cast<scalar_t>(r);
+        }
+      }
+    }
+  }, KernelCost{0, flops_per_element});
+}
+
+// out = op(a, b) for a binary TensorIterator (out, a, b); `op` maps (opmath, opmath) -> opmath.
+template <typename scalar_t, typename Op>
+void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  constexpr at::ScalarType kT = c10::CppTypeToScalarType<scalar_t>::value;
+  at::TensorIterator it(iter);
+  // A CPU scalar becomes a constant of the kernel.
+  if (it.is_cpu_scalar(2) || it.is_cpu_scalar(1)) {
+    const bool second = it.is_cpu_scalar(2);
+    // The original (pre-promotion) value: a double scalar is not first rounded to half.
+    const opmath_t c = it.original_scalar_value<opmath_t>(second ? 2 : 1);
+    it.remove_operand(second ? 2 : 1);
+    if (second) {
+      LaunchUnary<scalar_t>(name, it, [op, c](opmath_t a) { return op(a, c); }, flops_per_element);
+    } else {
+      LaunchUnary<scalar_t>(name, it, [op, c](opmath_t b) { return op(c, b); }, flops_per_element);
+    }
+    return;
+  }
+  const at::ScalarType out_t = it.dtype(0), a_t = it.dtype(1), b_t = it.dtype(2);
+  const bool dynamic = out_t != kT || a_t != kT || b_t != kT;
+  LaunchTensorIterator(name, it, [op, out_t, a_t, b_t, dynamic](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j) {
+      char* out = d[0] + j * s[3];
+      const char* a = d[1] + j * s[4];
+      const char* b = d[2] + j * s[5];
+      for (int64_t i = 0; i < n0; ++i) {
+        const opmath_t r = op(elementwise_detail::Load<scalar_t, opmath_t>(a + i * s[1], a_t, dynamic),
+                              elementwise_detail::Load<scalar_t, opmath_t>(b + i * s[2], b_t, dynamic));
+        if (dynamic) {
+          c10::cast_and_store<opmath_t>(out_t, out + i * s[0], r);
+        } else {
+          *reinterpret_cast<scalar_t*>(out + i * s[0]) = static_cast<scalar_t>(r);
+        }
+      }
+    }
+  }, KernelCost{0, flops_per_element});
+}
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_OPS_ELEMENTWISE_H_

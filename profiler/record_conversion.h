@@ -1,0 +1,70 @@
+// Turns the runtime's activity records (device/activity_trace.h) into Kineto activities.
+//
+// This is the whole of the plugin's translation logic, kept free of session state so it
+// can be unit-tested with hand-made records:
+//   kKernel                 -> CONCURRENT_KERNEL   on the device row (pid = device, tid = stream)
+//   kMemcpy                 -> GPU_MEMCPY          on the device row
+//   kMemset                 -> GPU_MEMSET          on the device row
+//   kRuntime                -> PRIVATEUSE1_RUNTIME on the issuing host thread's row
+//   kSynchronization (host) -> PRIVATEUSE1_RUNTIME "<api> (wait)" on the host thread's row
+//   kSynchronization (device stream waiting on an event) -> CUDA_SYNC on the device row
+//   kMemory (runtime segments) -> bytes/address/total metadata on the enclosing
+//                                 xxnpuMalloc / xxnpuFree runtime event
+// Linking: every activity's `id` is the ATen op's correlation id (the record's
+// external_id[kDefault], 0 if none) and `linked` is what the profiler's callback returns
+// for it, which is how torch attributes device time to ops. The runtime's own correlation
+// id (shared by a launch and its kernel) goes into args.correlation and is the id of the
+// ac2g flow arrow from the launch to the device activity.
+// Timestamps stay in Unix-epoch nanoseconds (Kineto's unit and clock).
+#ifndef TORCH_XXNPU_PROFILER_RECORD_CONVERSION_H_
+#define TORCH_XXNPU_PROFILER_RECORD_CONVERSION_H_
+
+#include <libkineto.h>
+#include <GenericTraceActivity.h>
+#include <ITraceActivity.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "device/activity_trace.h"
+
+namespace xxnpu::profiler {
+
+struct ConversionOptions {
+  // The capture window: records that start before or end after it are dropped (counted).
+  int64_t window_start_ns = 0;
+  int64_t window_end_ns = std::numeric_limits<int64_t>::max();
+  // pid of host-side rows (runtime calls, waits): the process, as for torch's CPU ops.
+  int32_t host_pid = 0;
+  // Which record kinds become activities (mirrors the Kineto activity types requested).
+  bool kernels = true;
+  bool memcpy = true;
+  bool memset = true;
+  bool runtime = true;           // runtime calls, host waits, runtime memory metadata
+  bool user_annotations = false; // GPU_USER_ANNOTATION spans of record_function ranges
+};
+
+struct ConversionResult {
+  size_t activities = 0;     // activities appended to the buffer
+  size_t out_of_window = 0;  // records dropped because they lie outside the window
+  size_t device_unlinked = 0;  // device activities without an op to link to
+  size_t flows = 0;          // launch -> device activity arrows
+  std::set<int32_t> devices;                    // devices that have device activities
+  std::set<std::pair<int32_t, int32_t>> streams;  // (device, stream) rows used
+};
+
+using LinkedActivityFn = std::function<const libkineto::ITraceActivity*(int32_t)>;
+
+// Appends one activity per converted record to `buffer->activities` (in record order,
+// then the GPU user-annotation spans). `records` must be sorted by start time, as
+// ActivityCollect returns them. `linked` may be empty (no linking).
+ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, const ConversionOptions& options,
+                                const LinkedActivityFn& linked, libkineto::CpuTraceBuffer* buffer);
+
+}  // namespace xxnpu::profiler
+
+#endif  // TORCH_XXNPU_PROFILER_RECORD_CONVERSION_H_

@@ -1,0 +1,253 @@
+// Record -> Kineto activity conversion, with hand-made runtime records.
+#include "profiler/record_conversion.h"
+
+#include <GenericTraceActivity.h>
+#include <TraceSpan.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace xxnpu::profiler {
+namespace {
+
+using libkineto::ActivityType;
+using libkineto::GenericTraceActivity;
+
+constexpr int32_t kHostPid = 4242;
+constexpr int32_t kHostTid = 77;
+
+ActivityRecord Runtime(const char* name, int64_t start, int64_t end, uint64_t corr, uint64_t op) {
+  ActivityRecord r;
+  r.kind = ActivityKind::kRuntime;
+  r.name = name;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation_id = corr;
+  r.external_id[0] = op;
+  r.device = 0;
+  r.stream = 3;
+  r.thread_id = kHostTid;
+  return r;
+}
+
+ActivityRecord Device(ActivityKind kind, const char* name, int64_t start, int64_t end, uint64_t corr, uint64_t op,
+                      uint64_t user = 0) {
+  ActivityRecord r;
+  r.kind = kind;
+  r.name = name;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation_id = corr;
+  r.external_id[0] = op;
+  r.external_id[1] = user;
+  r.device = 1;
+  r.stream = 3;
+  r.thread_id = 9999;  // the stream's device thread
+  return r;
+}
+
+class ConversionTest : public ::testing::Test {
+ protected:
+  ConversionTest() : span_(0, 0, "cpu"), op_(span_, ActivityType::CPU_OP, "aten::add"),
+                     range_(span_, ActivityType::USER_ANNOTATION, "my_range") {
+    op_.id = 11;
+    range_.id = 12;
+    options_.host_pid = kHostPid;
+  }
+
+  ConversionResult Convert(const std::vector<ActivityRecord>& records) {
+    return ConvertRecords(records, options_, [this](int32_t id) -> const libkineto::ITraceActivity* {
+      if (id == 11) return &op_;
+      if (id == 12) return &range_;
+      return nullptr;
+    }, &buffer_);
+  }
+
+  const GenericTraceActivity& At(size_t i) { return *buffer_.activities.at(i); }
+
+  libkineto::TraceSpan span_;
+  GenericTraceActivity op_;
+  GenericTraceActivity range_;
+  ConversionOptions options_;
+  libkineto::CpuTraceBuffer buffer_;
+};
+
+TEST_F(ConversionTest, KernelLaunchPairIsLinkedAndFlowConnected) {
+  ActivityRecord kernel = Device(ActivityKind::kKernel, "xxnpu::add", 2'000, 3'000, 5, 11);
+  kernel.grid[0] = 64;
+  kernel.grid[1] = kernel.grid[2] = 1;
+  kernel.block[0] = 256;
+  kernel.block[1] = kernel.block[2] = 1;
+  kernel.bytes = 3'000;  // 3 bytes/ns over 1000 ns = 3 GB/s
+  kernel.flops = 1'000;
+  ConversionResult res = Convert({Runtime("xxnpuLaunchKernel", 1'000, 1'200, 5, 11), kernel});
+
+  ASSERT_EQ(res.activities, 2u);
+  EXPECT_EQ(res.flows, 1u);
+  EXPECT_EQ(res.device_unlinked, 0u);
+  EXPECT_EQ(res.devices, (std::set<int32_t>{1}));
+  EXPECT_EQ(res.streams, (std::set<std::pair<int32_t, int32_t>>{{1, 3}}));
+
+  const GenericTraceActivity& launch = At(0);
+  EXPECT_EQ(launch.type(), ActivityType::PRIVATEUSE1_RUNTIME);
+  EXPECT_EQ(launch.name(), "xxnpuLaunchKernel");
+  EXPECT_EQ(launch.deviceId(), kHostPid);
+  EXPECT_EQ(launch.resourceId(), kHostTid);
+  EXPECT_EQ(launch.getThreadId(), kHostTid);
+  EXPECT_EQ(launch.correlationId(), 11);
+  EXPECT_EQ(launch.linkedActivity(), &op_);
+  EXPECT_EQ(launch.flowId(), 5);
+  EXPECT_EQ(launch.flowType(), static_cast<int>(libkineto::kLinkAsyncCpuGpu));
+  EXPECT_TRUE(launch.flowStart());
+  EXPECT_EQ(launch.getMetadataValue("correlation"), "5");
+
+  const GenericTraceActivity& k = At(1);
+  EXPECT_EQ(k.type(), ActivityType::CONCURRENT_KERNEL);
+  EXPECT_EQ(k.name(), "xxnpu::add");
+  EXPECT_EQ(k.timestamp(), 2'000);  // nanoseconds, untouched
+  EXPECT_EQ(k.duration(), 1'000);
+  EXPECT_EQ(k.deviceId(), 1);
+  EXPECT_EQ(k.resourceId(), 3);
+  EXPECT_EQ(k.correlationId(), 11);
+  EXPECT_EQ(k.linkedActivity(), &op_);
+  EXPECT_EQ(k.flowId(), 5);
+  EXPECT_FALSE(k.flowStart());
+  EXPECT_EQ(k.getMetadataValue("stream"), "3");
+  EXPECT_EQ(k.getMetadataValue("device"), "1");
+  EXPECT_EQ(k.getMetadataValue("correlation"), "5");
+  EXPECT_EQ(k.getMetadataValue("grid"), "[64, 1, 1]");
+  EXPECT_EQ(k.getMetadataValue("block"), "[256, 1, 1]");
+  EXPECT_EQ(k.getMetadataValue("bytes"), "3000");
+  EXPECT_EQ(k.getMetadataValue("flops"), "1000");
+  EXPECT_EQ(k.getMetadataValue("achieved GB/s"), "3");
+  EXPECT_EQ(k.getMetadataValue("achieved GFLOP/s"), "1");
+  EXPECT_EQ(k.traceSpan(), &buffer_.span);
+}
+
+TEST_F(ConversionTest, CopiesAndSetsGetTheirTypes) {
+  ConversionResult res = Convert({
+      Runtime("xxnpuMemcpyAsync", 100, 150, 7, 11),
+      Device(ActivityKind::kMemcpy, "Memcpy HtoD", 200, 400, 7, 11),
+      Runtime("xxnpuMemsetAsync", 500, 550, 8, 0),
+      Device(ActivityKind::kMemset, "Memset (Device)", 600, 700, 8, 0),
+  });
+  ASSERT_EQ(res.activities, 4u);
+  EXPECT_EQ(At(1).type(), ActivityType::GPU_MEMCPY);
+  EXPECT_EQ(At(1).linkedActivity(), &op_);
+  EXPECT_EQ(At(3).type(), ActivityType::GPU_MEMSET);
+  // No op around the memset: id 0, nothing linked, counted.
+  EXPECT_EQ(At(3).correlationId(), 0);
+  EXPECT_EQ(At(3).linkedActivity(), nullptr);
+  EXPECT_EQ(res.device_unlinked, 1u);
+  EXPECT_EQ(res.flows, 2u);
+}
+
+TEST_F(ConversionTest, RecordsOutsideTheWindowAreDroppedAndFlowsStayPaired) {
+  options_.window_start_ns = 1'000;
+  options_.window_end_ns = 5'000;
+  ConversionResult res = Convert({
+      Runtime("xxnpuLaunchKernel", 900, 950, 1, 11),                   // before the window
+      Device(ActivityKind::kKernel, "early", 1'100, 1'200, 1, 11),     // its launch is gone
+      Runtime("xxnpuLaunchKernel", 4'000, 4'100, 2, 11),
+      Device(ActivityKind::kKernel, "late", 4'900, 5'100, 2, 11),      // ends after the window
+  });
+  EXPECT_EQ(res.out_of_window, 2u);
+  ASSERT_EQ(res.activities, 2u);
+  EXPECT_EQ(At(0).name(), "early");
+  EXPECT_EQ(At(0).flowId(), 0);  // no launch in the trace: no dangling arrow
+  EXPECT_EQ(At(1).name(), "xxnpuLaunchKernel");
+  EXPECT_EQ(At(1).flowId(), 0);  // its kernel is gone
+  EXPECT_EQ(res.flows, 0u);
+}
+
+TEST_F(ConversionTest, OptionsSelectKinds) {
+  options_.runtime = false;
+  options_.memcpy = false;
+  ConversionResult res = Convert({
+      Runtime("xxnpuLaunchKernel", 100, 150, 1, 11),
+      Device(ActivityKind::kKernel, "k", 200, 300, 1, 11),
+      Device(ActivityKind::kMemcpy, "Memcpy DtoD", 400, 500, 2, 11),
+  });
+  ASSERT_EQ(res.activities, 1u);
+  EXPECT_EQ(At(0).name(), "k");
+  EXPECT_EQ(At(0).flowId(), 0);
+}
+
+TEST_F(ConversionTest, HostWaitsAreRuntimeEventsOnTheThreadRow) {
+  ActivityRecord wait;
+  wait.kind = ActivityKind::kSynchronization;
+  wait.subkind = static_cast<uint8_t>(SyncKind::kStreamSynchronize);
+  wait.name = "xxnpuStreamSynchronize";
+  wait.start_ns = 120;
+  wait.end_ns = 180;
+  wait.device = 0;
+  wait.stream = 3;
+  wait.thread_id = kHostTid;
+  wait.external_id[0] = 11;
+  ConversionResult res = Convert({Runtime("xxnpuStreamSynchronize", 100, 200, 4, 11), wait});
+  ASSERT_EQ(res.activities, 2u);
+  const GenericTraceActivity& w = At(1);
+  EXPECT_EQ(w.type(), ActivityType::PRIVATEUSE1_RUNTIME);
+  EXPECT_EQ(w.name(), "xxnpuStreamSynchronize (wait)");
+  EXPECT_EQ(w.deviceId(), kHostPid);
+  EXPECT_EQ(w.resourceId(), kHostTid);
+  EXPECT_EQ(w.getMetadataValue("wait"), "stream");
+  EXPECT_EQ(w.linkedActivity(), &op_);
+  EXPECT_TRUE(res.devices.empty());
+}
+
+TEST_F(ConversionTest, DeviceStreamWaitIsSyncOnTheStreamRowAndUnlinked) {
+  ActivityRecord wait = Device(ActivityKind::kSynchronization, "xxnpuStreamWaitEvent", 100, 300, 6, 11);
+  wait.subkind = static_cast<uint8_t>(SyncKind::kStreamWaitEvent);
+  ConversionResult res = Convert({wait});
+  ASSERT_EQ(res.activities, 1u);
+  EXPECT_EQ(At(0).type(), ActivityType::CUDA_SYNC);
+  EXPECT_EQ(At(0).deviceId(), 1);
+  EXPECT_EQ(At(0).resourceId(), 3);
+  EXPECT_EQ(At(0).linkedActivity(), nullptr);
+  EXPECT_EQ(At(0).correlationId(), 0);
+}
+
+TEST_F(ConversionTest, RuntimeSegmentAllocationAnnotatesItsCall) {
+  ActivityRecord mem;
+  mem.kind = ActivityKind::kMemory;
+  mem.subkind = 0;
+  mem.name = "xxnpuMalloc";
+  mem.start_ns = mem.end_ns = 150;
+  mem.thread_id = kHostTid;
+  mem.device = 0;
+  mem.bytes = 2 << 20;
+  mem.address = 0x1000;
+  mem.total_reserved = 4 << 20;
+  ActivityRecord cached = mem;
+  cached.subkind = 1;  // caching allocator: reaches torch through reportMemoryUsageToProfiler
+  ConversionResult res = Convert({Runtime("xxnpuMalloc", 100, 200, 9, 11), mem, cached});
+  ASSERT_EQ(res.activities, 1u);
+  EXPECT_EQ(At(0).getMetadataValue("bytes"), std::to_string(2 << 20));
+  EXPECT_EQ(At(0).getMetadataValue("address"), "0x1000");
+  EXPECT_EQ(At(0).getMetadataValue("total reserved"), std::to_string(4 << 20));
+}
+
+TEST_F(ConversionTest, UserAnnotationsSpanTheirDeviceWorkPerStream) {
+  options_.user_annotations = true;
+  ConversionResult res = Convert({
+      Device(ActivityKind::kKernel, "a", 100, 200, 1, 11, 12),
+      Device(ActivityKind::kKernel, "b", 300, 450, 2, 11, 12),
+      Device(ActivityKind::kKernel, "c", 500, 600, 3, 11, 99),  // range not in the trace
+  });
+  ASSERT_EQ(res.activities, 4u);
+  const GenericTraceActivity& span = At(3);
+  EXPECT_EQ(span.type(), ActivityType::GPU_USER_ANNOTATION);
+  EXPECT_EQ(span.name(), "my_range");
+  EXPECT_EQ(span.timestamp(), 100);
+  EXPECT_EQ(span.duration(), 350);
+  EXPECT_EQ(span.correlationId(), 12);
+  EXPECT_EQ(span.deviceId(), 1);
+  EXPECT_EQ(span.resourceId(), 3);
+}
+
+}  // namespace
+}  // namespace xxnpu::profiler
