@@ -8,6 +8,7 @@ namespace xxnpu {
 
 void InitDeviceBindings(pybind11::module_& m);
 void InitOpsBindings(pybind11::module_& m);
+void InitProfilerBindings(pybind11::module_& m);
 
 }  // namespace xxnpu
 

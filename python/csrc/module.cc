@@ -24,4 +24,5 @@ PYBIND11_MODULE(_C, m) {
 
   xxnpu::InitDeviceBindings(m);
   xxnpu::InitOpsBindings(m);
+  xxnpu::InitProfilerBindings(m);
 }

@@ -5,14 +5,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import warnings
 
 import pytest
 import torch
 
 import torch_xxnpu  # noqa: F401  (registers the backend)
 
-warnings.filterwarnings("ignore", message="xxnpu: .* has no xxnpu kernel")
+pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel", "ignore:TypedStorage is deprecated")
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:

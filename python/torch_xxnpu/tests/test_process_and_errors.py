@@ -5,14 +5,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 import torch
 
 import torch_xxnpu  # noqa: F401
 
-warnings.filterwarnings("ignore", message="xxnpu: .* has no xxnpu kernel")
+pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel", "ignore:TypedStorage is deprecated")
 
 FORK_MSG = "Cannot re-initialize xxnpu in forked subprocess"
 

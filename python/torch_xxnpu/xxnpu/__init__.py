@@ -180,7 +180,7 @@ from torch_xxnpu.xxnpu.streams import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.streams import __all__ as _streams_all  # noqa: E402
 from torch_xxnpu.xxnpu.memory import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
-from torch_xxnpu.xxnpu import memory, random, streams, _utils  # noqa: F401,E402
+from torch_xxnpu.xxnpu import memory, profiler, random, streams, _utils  # noqa: F401,E402
 
 __all__ = [
     "is_available",

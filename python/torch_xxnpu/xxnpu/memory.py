@@ -180,7 +180,7 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
 
 _TRACE_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom", "snapshot")
 # What the Python side keeps of _record_memory_history's arguments (applied by _snapshot).
-_history = {"context": "all", "skip_actions": frozenset()}
+_history = {"enabled": None, "context": "all", "skip_actions": frozenset()}
 
 
 def _record_memory_history(enabled: Optional[Union[str, bool]] = "all", *args, **kwargs) -> None:
@@ -223,6 +223,7 @@ def _record_memory_history_impl(
     _xxnpu._lazy_init()
     if clear_history or enabled is None:
         _C._record_memory_history(False, 0, False)
+    _history["enabled"] = enabled
     if enabled is None:
         return
     _history["context"] = context
@@ -258,7 +259,9 @@ def _snapshot(device: _device_t = None, augment_with_fx_traces: bool = False) ->
     snapshot = _C._snapshot()
     context, skip = _history["context"], _history["skip_actions"]
     for trace in snapshot["device_traces"]:
-        if skip:
+        if _history["enabled"] == "state":  # live blocks' stacks only, no history
+            trace.clear()
+        elif skip:
             trace[:] = [e for e in trace if e["action"] not in skip]
         for e in trace:
             if context == "state" or (context == "alloc" and e["action"] != "alloc"):

@@ -1,0 +1,142 @@
+"""Native xxnpu kernels against the CPU, the CPU fallback's reporting, and torch.ops.xxnpu."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch_xxnpu  # noqa: F401
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+
+
+def _make(shape, dtype, gen):
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen).to(dtype)
+    return torch.randint(-50, 50, shape, generator=gen, dtype=dtype)
+
+
+def _tol(dtype):
+    return {torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-6, 1e-6))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((5,), (5,)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (7,)), ((0, 3), (3,))])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_ops_match_cpu(op, shapes, dtype):
+    gen = torch.Generator().manual_seed(0)
+    a, b = _make(shapes[0], dtype, gen), _make(shapes[1], dtype, gen)
+    if op == "div" and not dtype.is_floating_point:
+        b = b.masked_fill(b == 0, 1)
+    fn = getattr(torch, op)
+    expected = fn(a, b)
+    got = fn(a.to("xxnpu"), b.to("xxnpu"))
+    assert got.device.type == "xxnpu"
+    assert got.dtype == expected.dtype
+    rtol, atol = _tol(expected.dtype)
+    torch.testing.assert_close(got.cpu(), expected, rtol=rtol, atol=atol)
+
+
+def test_strided_inputs_inplace_out_alpha_and_type_promotion():
+    a = torch.randn(6, 8)
+    b = torch.randn(8, 6)
+    xa, xb = a.to("xxnpu"), b.to("xxnpu")
+    # non-contiguous operands
+    torch.testing.assert_close((xa + xb.t()).cpu(), a + b.t())
+    # alpha, in-place, out=
+    torch.testing.assert_close(torch.add(xa, xb.t(), alpha=-2.5).cpu(), torch.add(a, b.t(), alpha=-2.5))
+    xc = xa.clone()
+    xc.mul_(xb.t())
+    torch.testing.assert_close(xc.cpu(), a * b.t())
+    out = torch.empty(6, 8, device="xxnpu")
+    torch.sub(xa, 1.5, out=out)
+    torch.testing.assert_close(out.cpu(), a - 1.5)
+    # int tensor * float scalar promotes to float; half + float tensor promotes to float
+    i = torch.arange(5)
+    assert torch.equal((i.to("xxnpu") * 0.5).cpu(), i * 0.5)
+    h = torch.randn(5).half()
+    f = torch.randn(5)
+    r = h.to("xxnpu") + f.to("xxnpu")
+    assert r.dtype == torch.float32
+    torch.testing.assert_close(r.cpu(), h + f)
+    # true division of integers gives float
+    assert (torch.arange(1, 5).to("xxnpu") / 2).dtype == torch.float32
+
+
+def test_mixing_cpu_and_xxnpu_tensors_is_an_error():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device="xxnpu") + torch.ones(3)
+
+
+def test_bool_subtraction_is_rejected_like_cuda():
+    t = torch.tensor([True, False], device="xxnpu")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        t - t
+
+
+def test_custom_add_matches_and_has_autograd():
+    a = torch.randn(4, 5, requires_grad=True)
+    b = torch.randn(5, requires_grad=True)
+    xa = a.detach().to("xxnpu").requires_grad_()
+    xb = b.detach().to("xxnpu").requires_grad_()
+    out = torch.ops.xxnpu.add(xa, xb)
+    torch.testing.assert_close(out.cpu(), a + b)
+    (out * out).sum().backward()
+    ((a + b) * (a + b)).sum().backward()
+    torch.testing.assert_close(xa.grad.cpu(), a.grad)
+    torch.testing.assert_close(xb.grad.cpu(), b.grad)
+
+
+def test_custom_add_opcheck():
+    from torch.library import opcheck
+
+    opcheck(torch.ops.xxnpu.add.default, (torch.randn(3, 4, requires_grad=True), torch.randn(4)))
+    # torch 2.13's autograd-registration check knows only CPU/CUDA/XPU devices.
+    opcheck(
+        torch.ops.xxnpu.add.default,
+        (torch.randn(3, 4, device="xxnpu"), torch.randn(4, device="xxnpu")),
+        test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
+    )
+
+
+def test_native_ops_lists_the_registered_kernels():
+    native = set(torch_xxnpu.ops.native_ops())
+    for op in ["aten::add.Tensor", "aten::add.out", "aten::mul.Tensor", "aten::empty_strided", "aten::_copy_from",
+               "aten::normal_", "xxnpu::add"]:
+        assert op in native, op
+    assert "aten::abs" not in native
+
+
+def test_fallback_warns_once_and_counts_each_use():
+    torch_xxnpu.ops.reset_fallback_counts()
+    x = torch.tensor([-1.0, 2.0, -3.0], device="xxnpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = torch.abs(x)
+        torch.abs(x)
+        torch.abs(x)
+    assert torch.equal(y.cpu(), torch.tensor([1.0, 2.0, 3.0]))
+    assert y.device.type == "xxnpu"
+    counts = torch_xxnpu.ops.fallback_counts()
+    assert counts.get("aten::abs", 0) + counts.get("aten::abs.out", 0) == 3, counts
+    # Warned at most once per op in the process (possibly earlier in this process).
+    assert sum("aten::abs" in str(w.message) for w in caught) <= 1
+    torch_xxnpu.ops.reset_fallback_counts()
+    assert torch_xxnpu.ops.fallback_counts() == {}
+
+
+def test_strict_fallback_makes_a_fallback_an_error():
+    code = (
+        "import torch, torch_xxnpu\n"
+        "x = torch.ones(2, device='xxnpu')\n"
+        "y = x + x\n"  # native: fine
+        "try:\n"
+        "    torch.abs(x)\n"
+        "except NotImplementedError as e:\n"
+        "    print('REFUSED', e)\n"
+    )
+    env = dict(os.environ, XXNPU_STRICT_FALLBACK="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "REFUSED" in out.stdout, out.stdout + out.stderr
+    assert "aten::abs" in out.stdout and "XXNPU_STRICT_FALLBACK" in out.stdout
