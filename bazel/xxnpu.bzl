@@ -20,7 +20,7 @@ XXNPU_COPTS = [
 
 # Device kernels are the simulated hardware: they run optimised even in fastbuild, or a
 # debug build's kernels would be 30x slower than the chip they stand for.
-KERNEL_COPTS = ["-O2"]
+KERNEL_COPTS = ["-O3"]
 
 ABSL = "@com_google_absl//:absl"
 LIBTORCH = "@local_torch//:libtorch"

@@ -133,7 +133,12 @@ class Runtime {
     if (e == nullptr) e = new EventImpl();
     e->device = device;
     e->flags = flags;
-    e->recorded = e->completed = 0;
+    {
+      // A retired event's last record has completed (xxnpuEventDestroy waited for it), so
+      // completed == recorded here; keep both, see EventImpl.
+      std::lock_guard<std::mutex> lock(e->mu);
+      e->created_at = e->recorded;
+    }
     e->time_ns = 0;
     e->stream_id = -1;
     e->error = absl::OkStatus();
@@ -644,7 +649,7 @@ absl::StatusOr<float> xxnpuEventElapsedTime(xxnpuEvent_t start, xxnpuEvent_t end
   EventImpl* events[2] = {a, b};
   for (int i = 0; i < 2; ++i) {
     std::lock_guard<std::mutex> lock(events[i]->mu);
-    if (events[i]->recorded == 0) {
+    if (events[i]->recorded == events[i]->created_at) {
       return absl::FailedPreconditionError(
           absl::StrCat("xxnpuEventElapsedTime: the ", i == 0 ? "start" : "end", " event was never recorded"));
     }

@@ -335,6 +335,35 @@ TEST(RuntimeEventTest, StreamWaitEventOrdersAcrossStreamsAndDevices) {
   ASSERT_TRUE(xxnpuEventDestroy(e).ok());
 }
 
+TEST(RuntimeEventTest, DestroyingAnEventAStreamWaitsOnIsSafeWhenItsHandleIsReused) {
+  // Regression: the handle of a destroyed event is recycled; a stream still queued to
+  // wait on the old record must not be stranded by the new life's counters.
+  xxnpuStream_t src = *xxnpuStreamCreate();
+  xxnpuStream_t dst = *xxnpuStreamCreate();
+  Gate gate;
+  ASSERT_TRUE(LaunchWait(gate, dst).ok());  // dst's wait command stays queued a while
+  xxnpuEvent_t e = *xxnpuEventCreate(kEventDisableTiming);
+  ASSERT_TRUE(LaunchFn("test_src_work", [] {}, src).ok());
+  ASSERT_TRUE(xxnpuEventRecord(e, src).ok());
+  ASSERT_TRUE(xxnpuStreamWaitEvent(dst, e).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(e).ok());
+  xxnpuEvent_t reused = *xxnpuEventCreate();  // recycles the handle
+  EXPECT_TRUE(xxnpuEventQuery(reused).ok());  // a new event is complete until recorded
+  EXPECT_EQ(xxnpuEventElapsedTime(reused, reused).status().code(), absl::StatusCode::kFailedPrecondition);
+  gate.open = true;
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_TRUE(xxnpuStreamSynchronize(dst).ok());
+    done = true;
+  });
+  for (int i = 0; i < 200 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(done.load()) << "stream stranded waiting on a recycled event";
+  t.join();
+  ASSERT_TRUE(xxnpuEventDestroy(reused).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(src).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(dst).ok());
+}
+
 TEST(RuntimeKernelTest, GridIsSplitOverComputeThreadsExactlyOnce) {
   constexpr int kBlocks = 4096;
   std::vector<std::atomic<int>> hits(kBlocks);

@@ -146,6 +146,9 @@ void StreamImpl::Loop() {
 
 namespace {
 
+// Device records are written only for commands queued while tracing was on (they carry a
+// correlation id then), as CUPTI decides at launch: work launched before a capture but
+// running into it stays out of it rather than showing up unlinked.
 void FillDeviceRecord(const Command& cmd, const StreamImpl& s, ActivityRecord* r) {
   r->correlation_id = cmd.correlation_id;
   r->external_id[0] = cmd.external_id[0];
@@ -180,7 +183,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
       }
       if (!waited) return;
       cmd.event->WaitReached(cmd.generation);
-      if (ActivityEnabled(ActivityKind::kSynchronization)) {
+      if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kSynchronization)) {
         ActivityRecord r;
         r.kind = ActivityKind::kSynchronization;
         r.subkind = static_cast<uint8_t>(SyncKind::kStreamWaitEvent);
@@ -202,7 +205,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
       absl::Status s = pool->Run(static_cast<int64_t>(cmd.config.grid.count()), parallel, priority,
                                  cmd.body);
       const int64_t end = NowNs();
-      if (ActivityEnabled(ActivityKind::kKernel)) {
+      if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
         ActivityRecord r;
         r.kind = ActivityKind::kKernel;
         r.name = cmd.config.name;
@@ -238,7 +241,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
         std::memset(DeviceView(cmd.dst), cmd.value, cmd.bytes);
       }
       const ActivityKind kind = is_copy ? ActivityKind::kMemcpy : ActivityKind::kMemset;
-      if (ActivityEnabled(kind)) {
+      if (cmd.correlation_id != 0 && ActivityEnabled(kind)) {
         ActivityRecord r;
         r.kind = kind;
         r.subkind = is_copy ? static_cast<uint8_t>(cmd.copy_kind) : 0;

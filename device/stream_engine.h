@@ -63,8 +63,11 @@ struct EventImpl {
 
   std::mutex mu;
   std::condition_variable cv;
+  // Generations only grow, also across the handle's recycling: a stream still waiting on
+  // a record of the event's previous life must not see the counter go back.
   uint64_t recorded = 0;   // generation of the latest record
   uint64_t completed = 0;  // latest generation the device has reached
+  uint64_t created_at = 0; // `recorded` when this life began: == recorded means never recorded
   int64_t time_ns = 0;     // device time at `completed`
   int stream_id = -1;      // stream of the latest record
   // Set when the record was reached on a stream holding a sticky error.

@@ -60,3 +60,13 @@ with profile(
 print(prof.key_averages(group_by_input_shape=True).table(
 	sort_by="self_cpu_time_total", row_limit=80
 ))
+
+# ---- end of the seed's snippet; beyond it: the trace's analysis ----------------------
+# The same as `python -m torch_xxnpu.profiler.analyze <trace> --html <report>`: device time
+# by kernel and op, the op -> kernel map, utilisation and idle causes, launch latency,
+# memory peaks, printed here and written as an offline HTML report next to the trace.
+from torch_xxnpu.profiler import analyze  # noqa: E402
+
+print()
+sys.exit(analyze.main(["./logs/paged_attention_llama3_8b_decode_shape.json",
+                       "--html", "./logs/xxnpu_profile_report.html"]))

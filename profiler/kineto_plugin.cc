@@ -41,6 +41,7 @@ XxnpuActivityProfilerSession::XxnpuActivityProfilerSession(const std::set<Activi
   options_.memset = Has(types, ActivityType::GPU_MEMSET);
   options_.runtime = Has(types, ActivityType::PRIVATEUSE1_RUNTIME) || Has(types, ActivityType::PRIVATEUSE1_DRIVER);
   options_.user_annotations = Has(types, ActivityType::GPU_USER_ANNOTATION);
+  options_.markers = true;
   options_.host_pid = libkineto::processId();
 }
 
@@ -61,6 +62,7 @@ std::vector<ActivityKind> XxnpuActivityProfilerSession::KindsFor() const {
     kinds.push_back(ActivityKind::kSynchronization);
     kinds.push_back(ActivityKind::kMemory);
   }
+  if (options_.markers) kinds.push_back(ActivityKind::kMarker);
   return kinds;
 }
 
@@ -208,6 +210,14 @@ std::unique_ptr<libkineto::IActivityProfilerSession> XxnpuActivityProfiler::conf
   // A CPU-only capture also asks for PRIVATEUSE1_RUNTIME/DRIVER; without a device type
   // there is no xxnpu timeline to record.
   if (!WantsDeviceWork(activity_types)) return nullptr;
+  if (!Has(activity_types, ActivityType::CPU_OP)) {
+    // torch only pushes op correlation ids when it traces CPU ops: the device timeline is
+    // complete, but no kernel can be linked to the op that launched it.
+    TORCH_WARN_ONCE(
+        "xxnpu profiler: ProfilerActivity.PrivateUse1 without ProfilerActivity.CPU records the xxnpu device "
+        "timeline (kernels, copies, launches), but device time cannot be attributed to the ops that launched it "
+        "(no 'Self XXNPU' per op, no launch-to-op links). Add ProfilerActivity.CPU to the activities for that.");
+  }
   return std::make_unique<XxnpuActivityProfilerSession>(activity_types);
 }
 

@@ -7,16 +7,20 @@
 #include <ThreadUtil.h>
 #include <output_base.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "device/clock.h"
 #include "device/runtime.h"
 #include "gtest/gtest.h"
+#include "profiler/markers.h"
 
 namespace xxnpu::profiler {
 namespace {
@@ -194,6 +198,120 @@ TEST(XxnpuActivityProfilerTest, DestroyingARecordingSessionStopsTracing) {
   }
   EXPECT_FALSE(ActivityEnabled(ActivityKind::kRuntime));
   EXPECT_FALSE(ActivityEnabled(ActivityKind::kKernel));
+}
+
+TEST(XxnpuActivityProfilerTest, MarkersAreRecordedDuringASessionOnly) {
+  XxnpuActivityProfiler profiler;
+  libkineto::Config config;
+  auto session = profiler.configure(kPrivateUse1Types, config);
+  ASSERT_NE(session, nullptr);
+  EXPECT_FALSE(ActivityEnabled(ActivityKind::kMarker));
+  MarkerMark("test::mark_before");  // no session: dropped
+  MarkerRangePush("test::open_before");  // still open when the capture starts
+
+  session->start();
+  EXPECT_TRUE(ActivityEnabled(ActivityKind::kMarker));
+  const int64_t window_start = NowNs();
+  EXPECT_EQ(MarkerRangePop(), 0);  // test::open_before, clipped to the window
+  EXPECT_EQ(MarkerRangePush("test::phase"), 0);
+  EXPECT_EQ(MarkerRangePush("test::inner"), 1);
+  Launch("test::in_inner");
+  EXPECT_EQ(MarkerRangePop(), 1);
+  MarkerMark("test::tick");
+  EXPECT_EQ(MarkerRangePop(), 0);
+  EXPECT_EQ(MarkerRangePop(), -1);  // nothing open
+  ASSERT_TRUE(xxnpuDeviceSynchronize().ok());
+  session->stop();
+  EXPECT_FALSE(ActivityEnabled(ActivityKind::kMarker));
+  MarkerMark("test::mark_after");
+
+  RecordingLogger logger;
+  session->processTrace(logger, nullptr, window_start, NowNs());
+  std::map<std::pair<std::string, ActivityType>, const ITraceActivity*> found;
+  for (const ITraceActivity* a : logger.activities) found[{a->name(), a->type()}] = a;
+  auto count = [&](const std::string& name, ActivityType type) { return found.count({name, type}); };
+  auto get = [&](const std::string& name, ActivityType type) { return found.at({name, type}); };
+  const auto host = ActivityType::PRIVATEUSE1_RUNTIME;
+  const auto device = ActivityType::GPU_USER_ANNOTATION;
+  EXPECT_EQ(count("test::mark_before", host), 0u);
+  EXPECT_EQ(count("test::mark_after", host), 0u);
+  ASSERT_EQ(count("test::open_before", host), 1u);
+  EXPECT_EQ(get("test::open_before", host)->timestamp(), window_start);
+  ASSERT_EQ(count("test::phase", host), 1u);
+  ASSERT_EQ(count("test::inner", host), 1u);
+  ASSERT_EQ(count("test::tick", host), 1u);
+  ASSERT_EQ(count("test::in_inner", ActivityType::CONCURRENT_KERNEL), 1u);
+  const ITraceActivity* phase = get("test::phase", host);
+  const ITraceActivity* inner = get("test::inner", host);
+  const ITraceActivity* tick = get("test::tick", host);
+  const ITraceActivity* kernel = get("test::in_inner", ActivityType::CONCURRENT_KERNEL);
+  EXPECT_EQ(phase->deviceId(), libkineto::processId());
+  EXPECT_EQ(phase->resourceId(), libkineto::systemThreadId());
+  EXPECT_LE(phase->timestamp(), inner->timestamp());
+  EXPECT_GE(phase->timestamp() + phase->duration(), inner->timestamp() + inner->duration());
+  EXPECT_EQ(tick->duration(), 0);
+  EXPECT_GE(tick->timestamp(), inner->timestamp() + inner->duration());
+  // Both ranges launched the kernel: each is projected onto its stream, over it.
+  for (const char* name : {"test::phase", "test::inner"}) {
+    ASSERT_EQ(count(name, device), 1u) << name;
+    const ITraceActivity* span = get(name, device);
+    EXPECT_EQ(span->timestamp(), kernel->timestamp()) << name;
+    EXPECT_EQ(span->duration(), kernel->duration()) << name;
+    EXPECT_EQ(span->resourceId(), kernel->resourceId()) << name;
+  }
+  EXPECT_EQ(count("test::open_before", device), 0u);  // launched nothing
+}
+
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// Start/stop cycles must not accumulate: records are handed out and freed, rings of
+// exited threads are released, and the process's memory stays flat.
+//
+// A ring is raw storage whose pages become resident as records are first written into
+// them, so a fresh ring adds to RSS until it wraps (65536 records x ~136 bytes, ~9 MB per
+// recording thread) and then stays. The cycles run on a fresh host thread and a fresh
+// stream with small rings, so that the warm-up wraps them.
+TEST(XxnpuActivityProfilerTest, RepeatedSessionsDoNotAccumulate) {
+  XxnpuActivityProfiler profiler;
+  libkineto::Config config;
+  ActivitySetBufferRecords(4096);
+  auto stream = xxnpuStreamCreate();
+  ASSERT_TRUE(stream.ok());
+  auto cycle = [&] {
+    auto session = profiler.configure(kPrivateUse1Types, config);
+    session->start();
+    MarkerRangePush("test::cycle");
+    for (int i = 0; i < 100; ++i) Launch("test::cycle_kernel", *stream);
+    MarkerRangePop();
+    std::thread([] { Launch("test::from_a_thread"); }).join();  // a new ring each cycle
+    ASSERT_TRUE(xxnpuDeviceSynchronize().ok());
+    session->stop();
+    RecordingLogger logger;
+    session->processTrace(logger, nullptr, 0, 0);
+    ASSERT_GE(logger.activities.size(), 202u);  // 101 launches + 101 kernels (+ markers, waits)
+    EXPECT_TRUE(session->errors().empty());
+    auto buffer = session->getTraceBuffer();
+    ASSERT_NE(buffer, nullptr);
+  };
+  std::thread host([&] {
+    for (int i = 0; i < 60; ++i) cycle();
+    const size_t rings = ActivityRegisteredRingCountForTesting();
+    const int64_t rss = ResidentBytes();
+    for (int i = 0; i < 200; ++i) cycle();
+    EXPECT_LE(ActivityRegisteredRingCountForTesting(), rings);
+    // 40,000 activities went through: keeping even 64 bytes of each would show.
+    const int64_t growth = ResidentBytes() - rss;
+    EXPECT_LT(growth, 1 << 20) << growth << " bytes";
+    std::printf("RSS growth over 200 cycles after warm-up: %lld bytes\n", static_cast<long long>(growth));
+  });
+  host.join();
+  ActivitySetBufferRecords(65536);
+  ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "profiler/record_conversion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -16,6 +17,10 @@ using libkineto::GenericTraceActivity;
 
 constexpr int kDefaultIds = static_cast<int>(ExternalCorrelationKind::kDefault);
 constexpr int kUserIds = static_cast<int>(ExternalCorrelationKind::kUser);
+
+// kMarker subkinds, as profiler/markers.cc writes them.
+constexpr uint8_t kMarkerRange = 0;
+constexpr uint8_t kMarkerMark = 1;
 
 bool IsDeviceWork(ActivityKind kind) {
   return kind == ActivityKind::kKernel || kind == ActivityKind::kMemcpy || kind == ActivityKind::kMemset;
@@ -34,6 +39,7 @@ bool Wanted(const ActivityRecord& r, const ConversionOptions& o) {
     case ActivityKind::kRuntime:
     case ActivityKind::kSynchronization:
     case ActivityKind::kMemory: return o.runtime;
+    case ActivityKind::kMarker: return o.markers && (r.subkind == kMarkerRange || r.subkind == kMarkerMark);
     default: return false;
   }
 }
@@ -41,6 +47,56 @@ bool Wanted(const ActivityRecord& r, const ConversionOptions& o) {
 bool InWindow(const ActivityRecord& r, const ConversionOptions& o) {
   return r.start_ns >= o.window_start_ns && r.end_ns <= o.window_end_ns && r.end_ns >= r.start_ns;
 }
+
+// A marker range is recorded when it is popped: one pushed before the capture started
+// and popped inside it is kept, clipped to the window's start.
+bool MarkerInWindow(const ActivityRecord& r, const ConversionOptions& o) {
+  if (r.subkind == kMarkerRange) {
+    return r.end_ns >= o.window_start_ns && r.end_ns <= o.window_end_ns && r.end_ns >= r.start_ns;
+  }
+  return InWindow(r, o);
+}
+
+// The marker ranges of one host thread, nested (push/pop is a per-thread stack), for
+// finding the ranges that enclose a launch made by that thread.
+class ThreadRanges {
+ public:
+  void Add(int64_t start, int64_t end, size_t marker) { ranges_.push_back({start, end, marker, -1}); }
+
+  // Sorts (outer ranges first on equal starts) and links every range to its parent.
+  void Finish() {
+    std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    std::vector<int> open;
+    for (int i = 0; i < static_cast<int>(ranges_.size()); ++i) {
+      while (!open.empty() && ranges_[open.back()].end < ranges_[i].end) open.pop_back();
+      ranges_[i].parent = open.empty() ? -1 : open.back();
+      open.push_back(i);
+    }
+  }
+
+  // Calls fn(marker) for every range that contains `t`, innermost first.
+  template <typename Fn>
+  void ForEachEnclosing(int64_t t, Fn&& fn) const {
+    // The last range starting at or before t; the ranges containing t are it or its
+    // ancestors (nesting), so walk up to the first that still contains t.
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), t,
+                               [](int64_t v, const Range& r) { return v < r.start; });
+    int i = static_cast<int>(it - ranges_.begin()) - 1;
+    while (i >= 0 && ranges_[i].end < t) i = ranges_[i].parent;
+    for (; i >= 0; i = ranges_[i].parent) fn(ranges_[i].marker);
+  }
+
+ private:
+  struct Range {
+    int64_t start;
+    int64_t end;
+    size_t marker;  // index into the converted marker list
+    int parent;
+  };
+  std::vector<Range> ranges_;
+};
 
 // Kineto's flow ids are 32-bit; the runtime's correlation ids are process-unique 64-bit
 // counters that start at 1, so the low 32 bits are unique within any realistic trace.
@@ -109,8 +165,43 @@ ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, cons
     return *buffer->activities.back();
   };
 
+  // Marker ranges per host thread (for their device projection) and where each launch
+  // was made: runtime correlation id -> (host thread, time of the call).
+  std::vector<const char*> marker_ranges;  // names of the projected ranges
+  std::unordered_map<int32_t, ThreadRanges> ranges_by_thread;
+  std::unordered_map<uint64_t, std::pair<int32_t, int64_t>> launch_site;
+  const bool project_markers = options.markers && options.user_annotations;
+
   for (const ActivityRecord& r : records) {
+    if (project_markers && r.kind == ActivityKind::kRuntime && r.correlation_id != 0) {
+      launch_site.emplace(r.correlation_id, std::make_pair(r.thread_id, r.start_ns));
+    }
     if (!Wanted(r, options)) continue;
+    if (r.kind == ActivityKind::kMarker) {
+      if (!MarkerInWindow(r, options)) {
+        ++result.out_of_window;
+        continue;
+      }
+      // Not USER_ANNOTATION / CPU_INSTANT_EVENT: torch's post-processing takes activities
+      // of those types for its own, warns that it does not know them and leaves them out of
+      // the table. A host-side PrivateUse1 type makes a CPU row that nests like a
+      // record_function range (and an "X" event on the thread's row in the trace).
+      const bool range = r.subkind == kMarkerRange;
+      GenericTraceActivity& a = emit(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r));
+      a.startTime = std::max(r.start_ns, options.window_start_ns);
+      a.endTime = range ? r.end_ns : a.startTime;
+      a.device = options.host_pid;
+      a.resource = r.thread_id;
+      a.threadId = r.thread_id;
+      a.addMetadataQuoted("marker", range ? "range" : "mark");
+      if (r.device >= 0) a.addMetadata("device", r.device);
+      ++result.markers;
+      if (range && project_markers) {
+        ranges_by_thread[r.thread_id].Add(a.startTime, a.endTime, marker_ranges.size());
+        marker_ranges.push_back(NameOf(r));
+      }
+      continue;
+    }
     if (!InWindow(r, options)) {
       ++result.out_of_window;
       continue;
@@ -237,6 +328,39 @@ ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, cons
     a.threadId = stream;
     a.addMetadata("device", device);
     a.addMetadata("stream", stream);
+  }
+
+  // Marker ranges projected onto the streams that ran the device work launched inside
+  // them (on the range's thread): (marker, device, stream) -> [first start, last end].
+  if (!marker_ranges.empty()) {
+    for (auto& [thread, ranges] : ranges_by_thread) ranges.Finish();
+    std::map<std::tuple<size_t, int32_t, int32_t>, std::pair<int64_t, int64_t>> marker_spans;
+    for (const ActivityRecord& r : records) {
+      if (!IsDeviceWork(r.kind) || !Wanted(r, options) || !InWindow(r, options)) continue;
+      auto site = launch_site.find(r.correlation_id);
+      if (site == launch_site.end()) continue;
+      auto thread = ranges_by_thread.find(site->second.first);
+      if (thread == ranges_by_thread.end()) continue;
+      thread->second.ForEachEnclosing(site->second.second, [&](size_t marker) {
+        auto [it, inserted] = marker_spans.try_emplace({marker, r.device, r.stream}, r.start_ns, r.end_ns);
+        if (!inserted) {
+          it->second.first = std::min(it->second.first, r.start_ns);
+          it->second.second = std::max(it->second.second, r.end_ns);
+        }
+      });
+    }
+    for (const auto& [key, span] : marker_spans) {
+      const auto& [marker, device, stream] = key;
+      GenericTraceActivity& a = emit(ActivityType::GPU_USER_ANNOTATION, marker_ranges[marker]);
+      a.startTime = span.first;
+      a.endTime = span.second;
+      a.device = device;
+      a.resource = stream;
+      a.threadId = stream;
+      a.addMetadata("device", device);
+      a.addMetadata("stream", stream);
+      a.addMetadataQuoted("marker", "range");
+    }
   }
   return result;
 }

@@ -10,6 +10,14 @@
 //   kSynchronization (device stream waiting on an event) -> CUDA_SYNC on the device row
 //   kMemory (runtime segments) -> bytes/address/total metadata on the enclosing
 //                                 xxnpuMalloc / xxnpuFree runtime event
+//   kMarker range (subkind 0) -> PRIVATEUSE1_RUNTIME on the host thread's row, args.marker
+//                                "range" (a CPU row in the table that nests like a
+//                                record_function range), and, with user_annotations, a
+//                                GPU_USER_ANNOTATION per stream that ran device work
+//                                launched inside it (what NVTX ranges project onto the GPU)
+//   kMarker mark (subkind 1)  -> a zero-length PRIVATEUSE1_RUNTIME event, args.marker "mark"
+//   (torch drops child-profiler activities typed USER_ANNOTATION or CPU_INSTANT_EVENT from
+//   its results with a warning: it assumes those came from itself.)
 // Linking: every activity's `id` is the ATen op's correlation id (the record's
 // external_id[kDefault], 0 if none) and `linked` is what the profiler's callback returns
 // for it, which is how torch attributes device time to ops. The runtime's own correlation
@@ -45,7 +53,8 @@ struct ConversionOptions {
   bool memcpy = true;
   bool memset = true;
   bool runtime = true;           // runtime calls, host waits, runtime memory metadata
-  bool user_annotations = false; // GPU_USER_ANNOTATION spans of record_function ranges
+  bool user_annotations = false; // GPU_USER_ANNOTATION spans of record_function / marker ranges
+  bool markers = true;           // marker ranges and marks (torch.xxnpu.profiler, emit_xxnpu)
 };
 
 struct ConversionResult {
@@ -53,6 +62,7 @@ struct ConversionResult {
   size_t out_of_window = 0;  // records dropped because they lie outside the window
   size_t device_unlinked = 0;  // device activities without an op to link to
   size_t flows = 0;          // launch -> device activity arrows
+  size_t markers = 0;        // marker ranges and marks converted (host side)
   std::set<int32_t> devices;                    // devices that have device activities
   std::set<std::pair<int32_t, int32_t>> streams;  // (device, stream) rows used
 };
@@ -60,7 +70,9 @@ struct ConversionResult {
 using LinkedActivityFn = std::function<const libkineto::ITraceActivity*(int32_t)>;
 
 // Appends one activity per converted record to `buffer->activities` (in record order,
-// then the GPU user-annotation spans). `records` must be sorted by start time, as
+// then the GPU user-annotation spans of record_function ranges, then those of marker
+// ranges). Marker ranges that began before the window are clipped to its start (a range
+// is recorded when it is popped, so one popped inside the capture is kept). `records` must be sorted by start time, as
 // ActivityCollect returns them. `linked` may be empty (no linking).
 ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, const ConversionOptions& options,
                                 const LinkedActivityFn& linked, libkineto::CpuTraceBuffer* buffer);

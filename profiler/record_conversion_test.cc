@@ -249,5 +249,152 @@ TEST_F(ConversionTest, UserAnnotationsSpanTheirDeviceWorkPerStream) {
   EXPECT_EQ(span.resourceId(), 3);
 }
 
+ActivityRecord Marker(const char* name, int64_t start, int64_t end, uint8_t subkind = 0, int32_t tid = kHostTid) {
+  ActivityRecord r;
+  r.kind = ActivityKind::kMarker;
+  r.subkind = subkind;  // 0: range, 1: mark (profiler/markers.cc)
+  r.name = name;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.device = 0;
+  r.thread_id = tid;
+  return r;
+}
+
+std::vector<const GenericTraceActivity*> OfType(const libkineto::CpuTraceBuffer& buffer, ActivityType type) {
+  std::vector<const GenericTraceActivity*> out;
+  for (const auto& a : buffer.activities) {
+    if (a->type() == type) out.push_back(a.get());
+  }
+  return out;
+}
+
+TEST_F(ConversionTest, MarkerRangesAndMarksAreHostEventsOnTheThreadRow) {
+  ConversionResult res = Convert({
+      Marker("phase1", 100, 900),
+      Marker("tick", 400, 400, /*subkind=*/1),
+  });
+  ASSERT_EQ(res.activities, 2u);
+  EXPECT_EQ(res.markers, 2u);
+  const GenericTraceActivity& range = At(0);
+  // Not USER_ANNOTATION: torch drops those from a child profiler (see the header).
+  EXPECT_EQ(range.type(), ActivityType::PRIVATEUSE1_RUNTIME);
+  EXPECT_EQ(range.name(), "phase1");
+  EXPECT_EQ(range.timestamp(), 100);
+  EXPECT_EQ(range.duration(), 800);
+  EXPECT_EQ(range.deviceId(), kHostPid);
+  EXPECT_EQ(range.resourceId(), kHostTid);
+  EXPECT_EQ(range.getThreadId(), kHostTid);
+  EXPECT_EQ(range.getMetadataValue("marker"), "range");
+  EXPECT_EQ(range.getMetadataValue("device"), "0");
+  EXPECT_EQ(range.correlationId(), 0);
+  EXPECT_EQ(range.linkedActivity(), nullptr);
+  const GenericTraceActivity& mark = At(1);
+  EXPECT_EQ(mark.type(), ActivityType::PRIVATEUSE1_RUNTIME);
+  EXPECT_EQ(mark.name(), "tick");
+  EXPECT_EQ(mark.timestamp(), 400);
+  EXPECT_EQ(mark.duration(), 0);
+  EXPECT_EQ(mark.getMetadataValue("marker"), "mark");
+  EXPECT_TRUE(res.devices.empty());
+}
+
+TEST_F(ConversionTest, MarkerRangesAreClippedToTheWindowStartAndOtherMarkersDropped) {
+  options_.window_start_ns = 1'000;
+  options_.window_end_ns = 5'000;
+  ConversionResult res = Convert({
+      Marker("spans_start", 500, 2'000),   // pushed before the capture: clipped
+      Marker("before", 100, 900),          // over before the capture
+      Marker("early_mark", 900, 900, 1),
+      Marker("after", 4'000, 6'000),       // popped after the window (cannot happen live)
+      Marker("inside", 2'000, 3'000),
+  });
+  EXPECT_EQ(res.out_of_window, 3u);
+  ASSERT_EQ(res.activities, 2u);
+  EXPECT_EQ(At(0).name(), "spans_start");
+  EXPECT_EQ(At(0).timestamp(), 1'000);
+  EXPECT_EQ(At(0).duration(), 1'000);
+  EXPECT_EQ(At(1).name(), "inside");
+}
+
+TEST_F(ConversionTest, MarkersCanBeTurnedOffAndUnknownSubkindsAreIgnored) {
+  ConversionResult res = Convert({Marker("odd", 100, 200, /*subkind=*/7)});
+  EXPECT_EQ(res.activities, 0u);
+  options_.markers = false;
+  res = Convert({Marker("phase1", 100, 900)});
+  EXPECT_EQ(res.activities, 0u);
+}
+
+// Device work launched by a thread inside its (nested) marker ranges: every enclosing
+// range gets a GPU_USER_ANNOTATION over that work, per stream.
+TEST_F(ConversionTest, MarkerRangesProjectOntoTheStreamsOfTheirLaunches) {
+  options_.user_annotations = true;
+  ActivityRecord other_stream = Device(ActivityKind::kKernel, "k3", 1'000, 1'200, 3, 0);
+  other_stream.stream = 5;
+  ActivityRecord other_thread_launch = Runtime("xxnpuLaunchKernel", 450, 460, 4, 0);
+  other_thread_launch.thread_id = kHostTid + 1;
+  ConversionResult res = Convert({
+      Marker("outer", 100, 900),
+      Runtime("xxnpuLaunchKernel", 200, 210, 1, 0),   // inside outer only
+      Device(ActivityKind::kKernel, "k1", 300, 400, 1, 0),
+      Marker("inner", 500, 800),
+      other_thread_launch,                            // another thread: no range of its own
+      Device(ActivityKind::kKernel, "k4", 470, 480, 4, 0),
+      Runtime("xxnpuLaunchKernel", 600, 610, 2, 0),   // inside inner (and outer)
+      Device(ActivityKind::kKernel, "k2", 700, 950, 2, 0),  // runs after the range ended
+      Runtime("xxnpuLaunchKernel", 650, 660, 3, 0),   // inside inner, on stream 5
+      other_stream,
+      Runtime("xxnpuLaunchKernel", 920, 930, 5, 0),   // after both ranges
+      Device(ActivityKind::kKernel, "k5", 960, 990, 5, 0),
+  });
+  std::map<std::pair<std::string, int>, std::pair<int64_t, int64_t>> spans;
+  for (const GenericTraceActivity* a : OfType(buffer_, ActivityType::GPU_USER_ANNOTATION)) {
+    EXPECT_EQ(a->getMetadataValue("marker"), "range");
+    EXPECT_EQ(a->deviceId(), 1);
+    spans[{a->name(), static_cast<int>(a->resourceId())}] = {a->timestamp(), a->timestamp() + a->duration()};
+  }
+  using Spans = std::map<std::pair<std::string, int>, std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(spans, (Spans{{{"outer", 3}, {300, 950}},
+                          {{"outer", 5}, {1'000, 1'200}},
+                          {{"inner", 3}, {700, 950}},
+                          {{"inner", 5}, {1'000, 1'200}}}));
+  EXPECT_EQ(res.markers, 2u);
+}
+
+TEST_F(ConversionTest, MarkerRangesAreNotProjectedWithoutGpuUserAnnotations) {
+  options_.user_annotations = false;
+  ConversionResult res = Convert({
+      Marker("outer", 100, 900),
+      Runtime("xxnpuLaunchKernel", 200, 210, 1, 0),
+      Device(ActivityKind::kKernel, "k1", 300, 400, 1, 0),
+  });
+  EXPECT_EQ(res.activities, 3u);
+  EXPECT_TRUE(OfType(buffer_, ActivityType::GPU_USER_ANNOTATION).empty());
+}
+
+// Many sibling ranges (emit_xxnpu: one per op) with one launch each: each launch lands in
+// exactly its own range.
+TEST_F(ConversionTest, ManySiblingRangesEachGetTheirOwnKernel) {
+  options_.user_annotations = true;
+  std::vector<ActivityRecord> records;
+  std::vector<std::string> names;
+  constexpr int kOps = 2'000;
+  names.reserve(kOps);
+  for (int i = 0; i < kOps; ++i) names.push_back("op" + std::to_string(i));
+  for (int i = 0; i < kOps; ++i) {
+    const int64_t t = 10'000 + i * 100;
+    records.push_back(Marker(names[i].c_str(), t, t + 50));
+    records.push_back(Runtime("xxnpuLaunchKernel", t + 10, t + 20, i + 1, 0));
+    records.push_back(Device(ActivityKind::kKernel, "k", t + 60, t + 90, i + 1, 0));
+  }
+  Convert(records);
+  auto spans = OfType(buffer_, ActivityType::GPU_USER_ANNOTATION);
+  ASSERT_EQ(spans.size(), static_cast<size_t>(kOps));
+  for (const GenericTraceActivity* a : spans) {
+    const int i = std::stoi(a->name().substr(2));
+    EXPECT_EQ(a->timestamp(), 10'000 + i * 100 + 60) << a->name();
+    EXPECT_EQ(a->duration(), 30) << a->name();
+  }
+}
+
 }  // namespace
 }  // namespace xxnpu::profiler

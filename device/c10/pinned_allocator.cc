@@ -53,13 +53,26 @@ struct XxnpuHostAllocatorImpl : public at::CachingHostAllocatorImpl<c10::Stream,
   bool stream_is_capturing(c10::Stream) const override { return false; }
 };
 
+void XxnpuHostAllocatorDeleter(void* ctx);
+
+struct XxnpuHostAllocator final
+    : public at::CachingHostAllocatorInterface<XxnpuHostAllocatorImpl, XxnpuHostAllocatorDeleter> {};
+
+// Never destroyed (not a static object, unlike ATen's DECLARE_HOST_ALLOCATOR): cached
+// pinned blocks stay owned and reachable until the process ends, and pinned tensors
+// freed during static destruction still find their allocator.
+XxnpuHostAllocator& HostAllocator() {
+  static auto* allocator = new XxnpuHostAllocator();
+  return *allocator;
+}
+
+void XxnpuHostAllocatorDeleter(void* ctx) { HostAllocator().free(ctx); }
+
 }  // namespace
 
-DECLARE_HOST_ALLOCATOR(XxnpuHostAllocator, XxnpuHostAllocatorImpl, XxnpuHostAllocatorDeleter,
-                       g_xxnpu_host_allocator)
-REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_xxnpu_host_allocator)
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &HostAllocator())
 
-at::HostAllocator* GetXxnpuHostAllocator() { return &g_xxnpu_host_allocator; }
+at::HostAllocator* GetXxnpuHostAllocator() { return &HostAllocator(); }
 
 bool IsXxnpuPinned(const void* ptr) {
   return xxnpuPointerGetAttributes(ptr).type == PointerAttributes::Type::kHost;
@@ -67,7 +80,7 @@ bool IsXxnpuPinned(const void* ptr) {
 
 void RecordPinnedUse(const at::DataPtr& data, c10::Stream stream) {
   if (data.get_deleter() != &XxnpuHostAllocatorDeleter) return;
-  g_xxnpu_host_allocator.record_event(data.get(), data.get_context(), stream);
+  HostAllocator().record_event(data.get(), data.get_context(), stream);
 }
 
 }  // namespace xxnpu

@@ -3,7 +3,11 @@
 ``range_push``/``range_pop``/``mark`` put named ranges and instants into the activity
 trace that torch.profiler's xxnpu timeline shows; ``emit_xxnpu()`` wraps every op in such
 a range (like ``torch.autograd.profiler.emit_nvtx``), for a profile taken by another tool
-or a torch.profiler capture around it.
+(any reader of the runtime's activity trace) or a torch.profiler capture running on
+another thread. Markers are recorded only while such a capture is on. Like emit_nvtx,
+emit_xxnpu is itself a profiler state: it cannot be entered inside a torch.profiler
+capture on the same thread (torch raises "Profiler is already enabled on this thread").
+See docs/profiler.md.
 """
 import torch
 from torch.autograd.profiler import _disable_profiler, _enable_profiler, _run_on_profiler_start, _run_on_profiler_stop

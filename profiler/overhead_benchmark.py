@@ -1,0 +1,117 @@
+"""What torch.profiler costs on xxnpu, relative to what it costs on CPU (docs/profiler.md).
+
+A loop of small ops (N x `c = a + b` on 64-float tensors, then a synchronize) runs
+unprofiled and inside torch.profiler.profile(activities=[CPU, PrivateUse1]), on xxnpu
+tensors and on CPU tensors, interleaved, in one process; each figure is the median of
+--reps repetitions. The loop is timed inside the capture (start/stop and post-processing
+excluded; they are reported separately per op).
+
+  overhead(device) = profiled loop time / unprofiled loop time
+  reported: overhead(xxnpu) / overhead(cpu)   (target <= 1.2)
+
+A third column profiles with ProfilerActivity.CPU only (the xxnpu plugin is not asked
+for): the difference to CPU+PrivateUse1 is the device activity collection, the rest is
+torch's own op recording (which records more ops per `a + b` on xxnpu than on CPU: see
+"recorded per op").
+
+Run: bazel run --config=opt //profiler:overhead_benchmark [-- --ops 2000 --reps 7]
+The runtime's own per-launch tracing cost is measured by //device:runtime_benchmark
+(BM_LaunchEnqueueTraced vs BM_LaunchEnqueue).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch_xxnpu  # noqa: F401
+from torch.profiler import ProfilerActivity, profile
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+CPU_ONLY = [ProfilerActivity.CPU]
+
+
+def _sync(device):
+    if device == "xxnpu":
+        torch.xxnpu.synchronize()
+
+
+def _loop(a, b, ops, device):
+    t0 = time.perf_counter_ns()
+    for _ in range(ops):
+        c = a + b
+    _sync(device)
+    del c
+    return time.perf_counter_ns() - t0
+
+
+def _unprofiled(a, b, ops, device):
+    return _loop(a, b, ops, device), 0
+
+
+def _profiled(a, b, ops, device, activities=ACTIVITIES):
+    t0 = time.perf_counter_ns()
+    with profile(activities=activities) as prof:
+        loop_ns = _loop(a, b, ops, device)
+    prof.key_averages()  # post-processing, as a user's table would trigger
+    return loop_ns, time.perf_counter_ns() - t0 - loop_ns
+
+
+def _profiled_cpu_only(a, b, ops, device):
+    return _profiled(a, b, ops, device, CPU_ONLY)
+
+
+def _recorded_per_op(a, b, device, ops=100):
+    """Events in a capture of the loop, per op: (torch's CPU ops, xxnpu runtime + device)."""
+    with profile(activities=ACTIVITIES) as prof:
+        _loop(a, b, ops, device)
+    events = [e for e in prof.events() if not e.name.startswith("xxnpuDeviceSynchronize")]
+    cpu_ops = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU and "xxnpu" not in e.name]
+    return len(cpu_ops) / ops, (len(events) - len(cpu_ops)) / ops
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=2000, help="ops per loop")
+    parser.add_argument("--reps", type=int, default=7, help="repetitions (medians are reported)")
+    parser.add_argument("--numel", type=int, default=64, help="elements per tensor")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)  # CPU adds of 64 floats: no intra-op threads either way
+    tensors = {d: (torch.ones(args.numel, device=d), torch.ones(args.numel, device=d)) for d in ("xxnpu", "cpu")}
+    fns = {"unprofiled": _unprofiled, "cpu only": _profiled_cpu_only, "profiled": _profiled}
+    runs = {(d, mode): [] for d in tensors for mode in fns}
+    rest = {d: [] for d in tensors}
+
+    for d, (a, b) in tensors.items():  # warm-up: first launches, profiler initialisation
+        for mode, fn in fns.items():
+            fn(a, b, args.ops, d)
+    for _ in range(args.reps):
+        for d, (a, b) in tensors.items():
+            for mode, fn in fns.items():
+                loop_ns, other_ns = fn(a, b, args.ops, d)
+                runs[(d, mode)].append(loop_ns)
+                if mode == "profiled":
+                    rest[d].append(other_ns)
+
+    per_op = {k: statistics.median(v) / args.ops / 1000 for k, v in runs.items()}  # us
+    print(f"{args.ops} x add of {args.numel} floats, median of {args.reps} (torch {torch.__version__})")
+    print("per op, in us:         unprofiled  CPU only  CPU+PrivateUse1  overhead  stop+table  recorded per op")
+    overhead = {}
+    for d, (a, b) in tensors.items():
+        overhead[d] = per_op[(d, "profiled")] / per_op[(d, "unprofiled")]
+        stop = statistics.median(rest[d]) / args.ops / 1000
+        ops_recorded, device_recorded = _recorded_per_op(a, b, d)
+        print(f"  {d:20} {per_op[(d, 'unprofiled')]:10.2f} {per_op[(d, 'cpu only')]:9.2f} "
+              f"{per_op[(d, 'profiled')]:16.2f} {overhead[d]:8.2f}x {stop:11.2f}  "
+              f"{ops_recorded:.0f} ops + {device_recorded:.0f} xxnpu")
+    ratio = overhead["xxnpu"] / overhead["cpu"]
+    print(f"overhead(xxnpu) / overhead(cpu) = {ratio:.2f}  (target <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'})")
+    torch_extra = (per_op[("xxnpu", "cpu only")] - per_op[("xxnpu", "unprofiled")]) - \
+                  (per_op[("cpu", "cpu only")] - per_op[("cpu", "unprofiled")])
+    device = per_op[("xxnpu", "profiled")] - per_op[("xxnpu", "cpu only")]
+    print(f"xxnpu's cost per op beyond CPU's: torch op recording {torch_extra * 1000:+.0f} ns, "
+          f"device activity collection {device * 1000:+.0f} ns")
+
+
+if __name__ == "__main__":
+    main()
