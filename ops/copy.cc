@@ -64,14 +64,17 @@ void HostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
     // Pinned + non_blocking: queued and returns; otherwise the runtime waits for the copy
     // (pageable memory), or we wait below (blocking semantics of a plain copy_).
     xxnpuStream_t stream = CurrentStreamHandle(device);
-    CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kHostToDevice,
-                             stream),
-            "copy to xxnpu");
+    const absl::Status queued = xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src),
+                                                 MemcpyKind::kHostToDevice, stream);
     if (non_blocking) {
+      CheckOk(queued, "copy to xxnpu");
       RecordPinnedUse(src.storage().data_ptr(), GetCurrentXxnpuStream(device).unwrap());
-    } else {
-      CheckOk(xxnpuStreamSynchronize(stream), "copy to xxnpu");
+      return;
     }
+    // A blocking copy reports the stream's sticky error through the synchronize, which
+    // also clears it (the copy call itself only peeks at it).
+    CheckOk(xxnpuStreamSynchronize(stream), "copy to xxnpu");
+    CheckOk(queued, "copy to xxnpu");
     return;
   }
   // Stage: a contiguous host image in the source dtype, then cast/scatter on the device.
@@ -86,24 +89,25 @@ void DeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   const c10::DeviceIndex device = src.device().index();
   xxnpuStream_t stream = CurrentStreamHandle(device);
   if (SameDenseLayout(dst, src)) {
-    CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kDeviceToHost,
-                             stream),
-            "copy from xxnpu");
+    const absl::Status queued = xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src),
+                                                 MemcpyKind::kDeviceToHost, stream);
     if (non_blocking) {
+      CheckOk(queued, "copy from xxnpu");
       RecordPinnedUse(dst.storage().data_ptr(), GetCurrentXxnpuStream(device).unwrap());
-    } else {
-      CheckOk(xxnpuStreamSynchronize(stream), "copy from xxnpu");
+      return;
     }
+    CheckOk(xxnpuStreamSynchronize(stream), "copy from xxnpu");  // reports and clears, as above
+    CheckOk(queued, "copy from xxnpu");
     return;
   }
   // Gather/cast on the device into a contiguous buffer of dst's dtype, then one memcpy.
   at::Tensor gathered = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
   DeviceCopyKernel(gathered, src);
   at::Tensor host = at::empty(dst.sizes(), dst.options().memory_format(at::MemoryFormat::Contiguous));
-  CheckOk(xxnpuMemcpyAsync(host.data_ptr(), gathered.const_data_ptr(), SpanBytes(gathered),
-                           MemcpyKind::kDeviceToHost, stream),
-          "copy from xxnpu");
+  const absl::Status queued = xxnpuMemcpyAsync(host.data_ptr(), gathered.const_data_ptr(), SpanBytes(gathered),
+                                               MemcpyKind::kDeviceToHost, stream);
   CheckOk(xxnpuStreamSynchronize(stream), "copy from xxnpu");
+  CheckOk(queued, "copy from xxnpu");
   dst.copy_(host);
 }
 

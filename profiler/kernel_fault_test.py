@@ -66,29 +66,16 @@ def test_failure_surfaces_at_a_copy_to_the_host():
     torch.ops.xxnpu._debug_fail_kernel(x, "boom at copy")
     with pytest.raises(RuntimeError, match=r"copy from xxnpu: " + failure("boom at copy")):
         x.cpu()
-    try:
-        torch.xxnpu.synchronize()  # the copy reported it without clearing it: see the xfail below
-    except RuntimeError:
-        pass
     assert torch.equal(x.cpu(), torch.ones(4))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ops/copy.cc DeviceToHost: a pageable xxnpuMemcpyAsync waits but only peeks the stream's "
-    "sticky error, and CheckOk throws before the xxnpuStreamSynchronize that would take it, "
-    "so .cpu() reports the failure without clearing it"))
 def test_copy_to_the_host_that_reports_a_failure_also_clears_it():
     x = torch.ones(4, device="xxnpu")
     torch.ops.xxnpu._debug_fail_kernel(x, "cleared by copy")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="cleared by copy"):
         x.cpu()
-    try:
-        torch.xxnpu.synchronize()  # should not raise again
-    finally:
-        try:
-            torch.xxnpu.synchronize()
-        except RuntimeError:
-            pass
+    torch.xxnpu.synchronize()  # reported once: does not raise again
+    assert torch.equal(x.cpu(), torch.ones(4))
 
 
 def test_failure_stays_on_its_stream():

@@ -304,9 +304,12 @@ TEST(XxnpuActivityProfilerTest, RepeatedSessionsDoNotAccumulate) {
     const int64_t rss = ResidentBytes();
     for (int i = 0; i < 200; ++i) cycle();
     EXPECT_LE(ActivityRegisteredRingCountForTesting(), rings);
-    // 40,000 activities went through: keeping even 64 bytes of each would show.
+    // 40,000 activities went through: keeping even 64 bytes of each would show. (Not under
+    // ASan/TSan, whose allocators hold freed memory back on purpose.)
     const int64_t growth = ResidentBytes() - rss;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     EXPECT_LT(growth, 1 << 20) << growth << " bytes";
+#endif
     std::printf("RSS growth over 200 cycles after warm-up: %lld bytes\n", static_cast<long long>(growth));
   });
   host.join();

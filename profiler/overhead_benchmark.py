@@ -4,7 +4,8 @@ A loop of small ops (N x `c = a + b` on 64-float tensors, then a synchronize) ru
 unprofiled and inside torch.profiler.profile(activities=[CPU, PrivateUse1]), on xxnpu
 tensors and on CPU tensors, interleaved, in one process; each figure is the median of
 --reps repetitions. The loop is timed inside the capture (start/stop and post-processing
-excluded; they are reported separately per op).
+excluded; they are reported separately per op), with Python's garbage collector paused as
+timeit does.
 
   overhead(device) = profiled loop time / unprofiled loop time
   reported: overhead(xxnpu) / overhead(cpu)   (target <= 1.2)
@@ -19,6 +20,7 @@ The runtime's own per-launch tracing cost is measured by //device:runtime_benchm
 (BM_LaunchEnqueueTraced vs BM_LaunchEnqueue).
 """
 import argparse
+import gc
 import statistics
 import time
 
@@ -36,19 +38,28 @@ def _sync(device):
 
 
 def _loop(a, b, ops, device):
-    t0 = time.perf_counter_ns()
-    for _ in range(ops):
-        c = a + b
-    _sync(device)
-    del c
-    return time.perf_counter_ns() - t0
+    # As timeit: no garbage collection inside the timed loop (the previous run's profiler
+    # results would otherwise be collected in whichever loop comes next; callers collect
+    # before starting).
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(ops):
+            c = a + b
+        _sync(device)
+        del c
+        return time.perf_counter_ns() - t0
+    finally:
+        gc.enable()
 
 
 def _unprofiled(a, b, ops, device):
+    gc.collect()
     return _loop(a, b, ops, device), 0
 
 
 def _profiled(a, b, ops, device, activities=ACTIVITIES):
+    gc.collect()
     t0 = time.perf_counter_ns()
     with profile(activities=activities) as prof:
         loop_ns = _loop(a, b, ops, device)
