@@ -10,6 +10,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Context.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
 
 #include <atomic>
 #include <mutex>
@@ -197,10 +198,9 @@ void InitDeviceBindings(py::module_& m) {
   m.def("_device_count", [] { return static_cast<int>(XxnpuDeviceCount()); });
   m.def("_get_device", [] { return static_cast<int>(ResolveDeviceIndex(-1)); });
   m.def("_set_device", [](int d) { CheckOk(xxnpuSetDevice(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d)))); });
+  // The hooks already implement the exchange; the binding only forwards.
   m.def("_exchange_device", [](int d) {
-    const int previous = ResolveDeviceIndex(-1);
-    if (d >= 0 && d != previous) CheckOk(xxnpuSetDevice(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d))));
-    return previous;
+    return static_cast<int>(at::detail::getPrivateUse1Hooks().exchangeDevice(static_cast<c10::DeviceIndex>(d)));
   });
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
@@ -208,7 +208,7 @@ void InitDeviceBindings(py::module_& m) {
     CheckOk(xxnpuSetDevice(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d))));
     absl::Status s = xxnpuDeviceSynchronize();
     (void)xxnpuSetDevice(previous);
-    CheckOk(s, "torch.xxnpu.synchronize");
+    CheckOk(s, "torch.xxnpu.synchronize");  // the message names the Python API users called
   });
 
   py::class_<DeviceProperties>(m, "_XxnpuDeviceProperties")
