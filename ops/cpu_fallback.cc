@@ -61,6 +61,8 @@ void CheckSameDevice(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   }
 }
 
+}  // namespace
+
 void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.operator_name());
   CheckSameDevice(op, *stack, name);
@@ -78,6 +80,8 @@ void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   at::native::cpu_fallback(op, stack);
 }
+
+namespace {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&XxnpuCpuFallback>()); }
 

@@ -1,5 +1,8 @@
 #include "ops/device_loop.h"
 
+#include <ATen/core/Tensor.h>
+
+#include <exception>
 #include <vector>
 
 #include "device/c10/torch_status.h"
@@ -63,6 +66,12 @@ void ForEach2d(const std::vector<int64_t>& shape, const std::vector<int64_t>& st
 
 }  // namespace
 
+void CheckSameDevice(const char* op, const char* arg, const at::Tensor& t, c10::Device expected) {
+  TORCH_CHECK(!t.defined() || t.device() == expected,
+              "Expected all tensors to be on the same device, but found at least two devices, ", expected, " and ",
+              t.device(), "! (when checking argument for argument ", arg, " in method ", op, ")");
+}
+
 xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device) { return GetCurrentXxnpuStream(device).handle(); }
 
 void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
@@ -96,7 +105,15 @@ void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, 
   cfg.flops = cost.flops_per_element * static_cast<uint64_t>(numel);
   CheckOk(xxnpuLaunchKernel(cfg, [shape = std::move(shape), strides = std::move(strides), base = std::move(base),
                                   loop = std::move(loop), numel](BlockRange r) {
-    ForEach2d(shape, strides, base, r.begin * kElementsPerBlock, std::min(numel, r.end * kElementsPerBlock), loop);
+    // A loop that throws (e.g. integer division by zero) faults the kernel: the error is
+    // sticky on the stream and reported, naming the kernel, at the next synchronizing call.
+    try {
+      ForEach2d(shape, strides, base, r.begin * kElementsPerBlock, std::min(numel, r.end * kElementsPerBlock), loop);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return absl::InternalError(e.what());
+    }
     return absl::OkStatus();
   }, CurrentStreamHandle(device)), name);
 }

@@ -31,6 +31,10 @@ struct KernelCost {
 void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
                           KernelCost cost = {});
 
+// CUDA's check and message for an operand on another device than the op's ("Expected all
+// tensors to be on the same device, but found at least two devices, xxnpu:0 and cpu! ...").
+void CheckSameDevice(const char* op, const char* arg, const at::Tensor& t, c10::Device expected);
+
 // The current stream of `device` (as the runtime handle): where kernels for tensors on
 // that device are queued.
 xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device);

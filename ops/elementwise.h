@@ -12,7 +12,12 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/ScalarOps.h>
 #include <c10/core/DynamicCast.h>
+
+#include <array>
+#include <tuple>
+#include <utility>
 
 #include "ops/device_loop.h"
 
@@ -112,6 +117,34 @@ void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, u
     }
   }, KernelCost{0, flops_per_element});
 }
+
+// out = op(x1, ..., xN) for an N-input TensorIterator (out, x1..xN), e.g. where, addcmul,
+// lerp. Every operand is read and written through dynamic casts (a bool condition next to
+// float values is the usual case), so this is the general, not the fastest, path.
+template <typename scalar_t, size_t N, typename Op>
+void LaunchNary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  TORCH_INTERNAL_ASSERT(iter.ntensors() == static_cast<int>(N) + 1, name, ": expected ", N, " inputs");
+  std::array<at::ScalarType, N + 1> types;
+  for (size_t k = 0; k <= N; ++k) types[k] = iter.dtype(k);
+  LaunchTensorIterator(name, iter, [op, types](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+    constexpr size_t kT = N + 1;
+    for (int64_t j = 0; j < n1; ++j) {
+      for (int64_t i = 0; i < n0; ++i) {
+        std::array<opmath_t, N> x;
+        for (size_t k = 0; k < N; ++k) {
+          x[k] = c10::fetch_and_cast<opmath_t>(types[k + 1], d[k + 1] + j * s[kT + k + 1] + i * s[k + 1]);
+        }
+        const opmath_t r = std::apply(op, x);
+        c10::cast_and_store<opmath_t>(types[0], d[0] + j * s[kT] + i * s[0], r);
+      }
+    }
+  }, KernelCost{0, flops_per_element});
+}
+
+// A Scalar argument as a CPU 0-dim wrapped number: TensorIterator promotes types as for a
+// Python scalar, and LaunchBinary bakes it into the kernel.
+inline at::Tensor WrapScalar(const at::Scalar& s) { return at::native::wrapped_scalar_tensor(s); }
 
 }  // namespace xxnpu
 

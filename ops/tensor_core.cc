@@ -140,10 +140,12 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
   xxnpuStream_t stream = CurrentStreamHandle(self.device().index());
   AT_DISPATCH_V2(self.scalar_type(), "xxnpu_local_scalar_dense", AT_WRAP([&] {
     scalar_t value;
-    CheckOk(xxnpuMemcpyAsync(&value, self.const_data_ptr<scalar_t>(), sizeof(scalar_t), MemcpyKind::kDeviceToHost,
-                             stream),
-            "xxnpu item()");
-    CheckOk(xxnpuStreamSynchronize(stream), "xxnpu item()");
+    const absl::Status queued = xxnpuMemcpyAsync(&value, self.const_data_ptr<scalar_t>(), sizeof(scalar_t),
+                                                 MemcpyKind::kDeviceToHost, stream);
+    // Synchronize even if queueing failed: a sticky kernel error is then reported (and
+    // cleared) once, here, rather than again at the next synchronizing call.
+    const absl::Status synced = xxnpuStreamSynchronize(stream);
+    CheckOk(synced.ok() ? queued : synced, "xxnpu item()");
     result = at::Scalar(value);
   }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   return result;

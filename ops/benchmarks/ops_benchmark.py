@@ -5,7 +5,8 @@
 (with torch_xxnpu importable: the demo's .venv, or an installed wheel). Reports medians:
 - the seed's add on [2560, 16, 8, 128] float32 (torch.ops.xxnpu.add vs CPU torch.add), also
   as a fraction of the machine's memory bandwidth measured here (a large tensor copy);
-- a small-op loop (host-bound): 2000 adds of 64-element tensors, launches per second.
+- a small-op loop (host-bound): 2000 adds of 64-element tensors, launches per second;
+- a float32 1024x1024 matmul (both backends reach the same BLAS; xxnpu from its device thread).
 Both backends use the same number of threads (torch.get_num_threads() for the CPU,
 XXNPU_COMPUTE_THREADS, default: hardware threads, for the device).
 """
@@ -83,6 +84,25 @@ def main():
     l_dev = median_time(dev_loop, args.reps)
     print(f"small-op loop ({n} x add of 64 floats): cpu {n/l_cpu/1e3:.1f} k ops/s, xxnpu {n/l_dev/1e3:.1f} k ops/s, "
           f"xxnpu/cpu {l_cpu / l_dev:.2f}x")
+
+    m_cpu, n_cpu = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    m_dev, n_dev = m_cpu.to("xxnpu"), n_cpu.to("xxnpu")
+    r_cpu, r_dev = torch.empty(1024, 1024), torch.empty(1024, 1024, device="xxnpu")
+
+    def cpu_mm():
+        torch.mm(m_cpu, n_cpu, out=r_cpu)
+
+    def dev_mm():
+        torch.mm(m_dev, n_dev, out=r_dev)
+        torch.xxnpu.synchronize()
+
+    cpu_mm()
+    dev_mm()
+    mm_cpu = median_time(cpu_mm, args.reps)
+    mm_dev = median_time(dev_mm, args.reps)
+    flops = 2 * 1024**3
+    print(f"matmul 1024x1024 f32: cpu {flops/mm_cpu/1e9:.1f} GFLOP/s, xxnpu {flops/mm_dev/1e9:.1f} GFLOP/s, "
+          f"xxnpu/cpu {mm_cpu / mm_dev:.2f}x")
 
 
 if __name__ == "__main__":

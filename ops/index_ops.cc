@@ -1,0 +1,827 @@
+// Indexing and data-movement ops on xxnpu: cat, index_select, gather, scatter
+// (+ scatter_add), advanced indexing (index / index_put_), nonzero, masked_select,
+// tril/triu, arange, cumsum, sort, topk.
+//
+// Moving elements does not depend on their type, only on their size: those kernels are
+// instantiated per element size (1, 2, 4, 8 bytes), not per dtype, which keeps this file's
+// compile time and code size down. Ops that compute (scatter_add, cumsum, sort) dispatch
+// on dtype. Ops whose output size depends on the data (nonzero, masked_select) count on
+// the device and synchronize, as CUDA does.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/OpMathType.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "device/c10/torch_status.h"
+#include "device/runtime.h"
+#include "ops/cpu_fallback.h"
+#include "ops/device_loop.h"
+
+namespace xxnpu {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+// Launches body(begin, end) over `n` work items, `per_block` items per grid block.
+template <typename F>
+void LaunchItems(const char* name, c10::DeviceIndex device, int64_t n, int64_t per_block, uint64_t bytes, F body) {
+  if (n <= 0) return;
+  per_block = std::max<int64_t>(1, per_block);
+  LaunchConfig cfg;
+  cfg.name = name;
+  cfg.grid = Dim3{static_cast<uint32_t>((n + per_block - 1) / per_block), 1, 1};
+  cfg.bytes = bytes;
+  CheckOk(xxnpuLaunchKernel(cfg, [body = std::move(body), n, per_block](BlockRange r) {
+    return body(r.begin * per_block, std::min(n, r.end * per_block));
+  }, CurrentStreamHandle(device)), name);
+}
+
+char* View(const at::Tensor& t) { return static_cast<char*>(DeviceView(t.data_ptr())); }
+const char* ConstView(const at::Tensor& t) { return static_cast<const char*>(DeviceView(t.const_data_ptr())); }
+
+// Sizes and element strides of a tensor, for walking it on the device.
+struct Geometry {
+  std::vector<int64_t> sizes, strides;
+  explicit Geometry(const at::Tensor& t) : sizes(t.sizes().vec()), strides(t.strides().vec()) {}
+  // Element offset of the `linear`-th element in row-major order.
+  int64_t Offset(int64_t linear) const {
+    int64_t off = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      off += (linear % sizes[d]) * strides[d];
+      linear /= sizes[d];
+    }
+    return off;
+  }
+};
+
+// Calls f.template operator()<T>() with T an unsigned integer of `bytes` bytes.
+template <typename F>
+void BySize(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    case 16: f(std::pair<uint64_t, uint64_t>{}); break;
+    default: TORCH_CHECK(false, "xxnpu: unsupported element size ", bytes);
+  }
+}
+
+at::Tensor LongIndexOn(const at::Tensor& index, const at::Tensor& like) {
+  return index.to(like.device(), at::kLong).contiguous();
+}
+
+absl::Status IndexError(int64_t i, int64_t size, const char* what) {
+  return absl::OutOfRangeError(std::string(what) + ": index " + std::to_string(i) + " is out of bounds for size " +
+                               std::to_string(size));
+}
+
+#define XXNPU_INDEX_TYPES AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16
+
+// ---------------------------------------------------------------------------------------
+// cat
+
+at::Tensor& CatOut(const at::ITensorListRef& tensors_ref, int64_t dim, at::Tensor& out) {
+  const auto tensors = tensors_ref.materialize();
+  TORCH_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // Legacy rule: 1-D empty tensors are skipped whatever the other shapes.
+  const at::Tensor* ref = nullptr;
+  for (const at::Tensor& t : tensors) {
+    if (!(t.dim() == 1 && t.size(0) == 0)) {
+      ref = &t;
+      break;
+    }
+  }
+  at::ScalarType dtype = tensors[0].get().scalar_type();
+  for (const at::Tensor& t : tensors) dtype = at::promote_types(dtype, t.scalar_type());
+  if (ref == nullptr) {
+    at::native::resize_output(out, {0});
+    return out;
+  }
+  dim = at::maybe_wrap_dim(dim, ref->dim());
+  std::vector<int64_t> shape = ref->sizes().vec();
+  shape[dim] = 0;
+  int64_t number = -1;
+  for (const at::Tensor& t : tensors) {
+    ++number;
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      TORCH_CHECK(d == dim || t.size(d) == ref->size(d), "Sizes of tensors must match except in dimension ", dim,
+                  ". Expected size ", ref->size(d), " but got size ", t.size(d), " for tensor number ", number,
+                  " in the list.");
+    }
+    CheckSameDevice("cat", "tensors", t, out.device());
+    shape[dim] += t.size(dim);
+  }
+  TORCH_CHECK(at::canCast(dtype, out.scalar_type()), "torch.cat(): input types can't be cast to the desired output type ",
+              out.scalar_type());
+  const c10::DeviceGuard guard(out.device());
+  at::native::resize_output(out, shape);
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    out.narrow(dim, offset, t.size(dim)).copy_(t);  // one native copy kernel per input
+    offset += t.size(dim);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// index_select
+
+at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index, got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar "
+              "type, got ", self.scalar_type(), " and ", out.scalar_type());
+  CheckSameDevice("index_select", "index", index, self.device());
+  CheckSameDevice("index_select", "out", out, self.device());
+  const c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor src = self.dim() == 0 ? self.view({1}) : self.contiguous();
+  const at::Tensor idx = LongIndexOn(index, self).view(-1);
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[dim] = idx.numel();
+  at::native::resize_output(out, shape);
+  at::Tensor target = out.is_contiguous() ? out : at::empty(shape, out.options());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (d < dim) outer *= src.size(d);
+    if (d > dim) inner *= src.size(d);
+  }
+  const int64_t src_dim = src.size(dim), n = idx.numel();
+  const size_t row_bytes = static_cast<size_t>(inner) * self.element_size();
+  const char* sp = ConstView(src);
+  const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
+  char* op = target.numel() ? View(target) : nullptr;
+  LaunchItems("xxnpu::index_select", self.device().index(), outer * n, std::max<int64_t>(1, 65536 / std::max<size_t>(1, row_bytes)),
+              static_cast<uint64_t>(2 * target.nbytes()), [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r / n, j = r % n;
+      int64_t i = ip[j];
+      if (i < -src_dim || i >= src_dim) return IndexError(i, src_dim, "index_select");
+      if (i < 0) i += src_dim;
+      std::memcpy(op + r * row_bytes, sp + (o * src_dim + i) * row_bytes, row_bytes);
+    }
+    return absl::OkStatus();
+  });
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor IndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return IndexSelectOut(self, dim, index, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// gather / scatter: for each element c of `index`, the element of self/out at c with
+// c[dim] replaced by index[c].
+
+void CheckGatherScatter(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  CheckSameDevice(op, "index", index, self.device());
+  TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index, got ", index.scalar_type());
+  TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0 || (self.dim() == 0 && index.dim() <= 1), op,
+              "(): Index tensor must have the same number of dimensions as input tensor");
+  for (int64_t d = 0; d < index.dim() && index.dim() == self.dim(); ++d) {
+    TORCH_CHECK(d == dim || index.size(d) <= self.size(d), op, "(): Size does not match at dimension ", d,
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                " apart from dimension ", dim);
+  }
+}
+
+at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool, at::Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  CheckGatherScatter("gather", self, dim, index);
+  const c10::DeviceGuard guard(self.device());
+  at::native::resize_output(out, index.sizes());
+  if (index.numel() == 0) return out;
+  const at::Tensor idx = LongIndexOn(index, self);
+  const Geometry sg(self.dim() == 0 ? self.view({1}) : self), ig(idx.dim() == 0 ? idx.view({1}) : idx),
+      og(out.dim() == 0 ? out.view({1}) : out);
+  const int64_t n = idx.numel(), src_dim = self.dim() == 0 ? 1 : self.size(dim);
+  const int64_t dstride = self.dim() == 0 ? 0 : self.stride(dim);
+  const char* sp = ConstView(self);
+  const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
+  char* op = View(out);
+  BySize(self.element_size(), [&](auto tag) {
+    using T = decltype(tag);
+    LaunchItems("xxnpu::gather", self.device().index(), n, 16384, static_cast<uint64_t>(n * (2 * sizeof(T) + 8)),
+                [=](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        const int64_t i = ip[ig.Offset(e)];
+        if (i < 0 || i >= src_dim) return IndexError(i, src_dim, "gather");
+        // The element of self at e's coordinates with coordinate `dim` replaced by i.
+        int64_t rest = e, soff = 0;
+        for (size_t d = ig.sizes.size(); d-- > 0;) {
+          const int64_t c = rest % ig.sizes[d];
+          rest /= ig.sizes[d];
+          soff += (static_cast<int64_t>(d) == dim ? 0 : c) * sg.strides[d];
+        }
+        soff += i * dstride;
+        reinterpret_cast<T*>(op)[og.Offset(e)] = reinterpret_cast<const T*>(sp)[soff];
+      }
+      return absl::OkStatus();
+    });
+  });
+  return out;
+}
+
+// out = self (copied unless in place), then scatter src (or value) along dim. With
+// `add`, runs as one block so that repeated indices accumulate without races.
+void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                 const std::optional<at::Scalar>& value, bool add) {
+  if (index.numel() == 0) return;
+  const at::Tensor idx = LongIndexOn(index, out);
+  const Geometry og(out.dim() == 0 ? out.view({1}) : out), ig(idx.dim() == 0 ? idx.view({1}) : idx);
+  const Geometry sg(src.defined() ? (src.dim() == 0 ? src.view({1}) : src) : idx);
+  const int64_t n = idx.numel(), dst_dim = out.dim() == 0 ? 1 : out.size(dim);
+  const int64_t dstride = out.dim() == 0 ? 0 : out.stride(dim);
+  const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
+  const char* sp = src.defined() ? ConstView(src) : nullptr;
+  char* op = View(out);
+  AT_DISPATCH_V2(out.scalar_type(), "xxnpu_scatter", AT_WRAP([&] {
+    const scalar_t v = value ? value->to<scalar_t>() : scalar_t(0);
+    LaunchItems(name, out.device().index(), n, add ? n : 16384, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
+                [=](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        const int64_t i = ip[ig.Offset(e)];
+        if (i < 0 || i >= dst_dim) return IndexError(i, dst_dim, "scatter");
+        int64_t rest = e, doff = 0;
+        for (size_t d = ig.sizes.size(); d-- > 0;) {
+          const int64_t c = rest % ig.sizes[d];
+          rest /= ig.sizes[d];
+          doff += (static_cast<int64_t>(d) == dim ? 0 : c) * og.strides[d];
+        }
+        doff += i * dstride;
+        const scalar_t s = sp ? reinterpret_cast<const scalar_t*>(sp)[sg.Offset(e)] : v;
+        scalar_t& dst = reinterpret_cast<scalar_t*>(op)[doff];
+        if (add) {
+          if constexpr (std::is_same_v<scalar_t, bool>) {
+            dst = dst || s;
+          } else {
+            dst = static_cast<scalar_t>(dst + s);
+          }
+        } else {
+          dst = s;
+        }
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES, at::kBool);
+}
+
+at::Tensor& ScatterCommon(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, const std::optional<at::Scalar>& value, bool add, at::Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  CheckGatherScatter(name, self, dim, index);
+  CheckSameDevice(name, "src", src, self.device());
+  TORCH_CHECK(!src.defined() || src.scalar_type() == self.scalar_type(), name,
+              "(): Expected self.dtype to be equal to src.dtype");
+  const c10::DeviceGuard guard(self.device());
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) out.copy_(self);
+  ScatterInto(name, out, dim, index, src.defined() ? src.to(out.device()) : src, value, add);
+  return out;
+}
+
+at::Tensor& ScatterSrcOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                          at::Tensor& out) {
+  return ScatterCommon("xxnpu::scatter", self, dim, index, src, std::nullopt, false, out);
+}
+at::Tensor& ScatterValueOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
+                            at::Tensor& out) {
+  return ScatterCommon("xxnpu::scatter", self, dim, index, at::Tensor(), value, false, out);
+}
+at::Tensor& ScatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                          at::Tensor& out) {
+  return ScatterCommon("xxnpu::scatter_add", self, dim, index, src, std::nullopt, true, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Advanced indexing: self[indices] and self[indices] = values.
+//
+// Bool/byte masks become their nonzero() coordinates; the long index tensors broadcast to
+// one shape B. Indexed dims that are adjacent keep their place in the result; otherwise B
+// goes first (NumPy's rule). `self` is permuted so that the indexed dims are contiguous in
+// the dim order, which makes the element walk uniform.
+
+struct AdvancedIndex {
+  at::Tensor src;                   // self, permuted: [before..., indexed..., after...]
+  std::vector<at::Tensor> indices;  // int64, broadcast to B, contiguous, on the device
+  int64_t before = 0;               // leading non-indexed dims of src
+  std::vector<int64_t> indexed_sizes, indexed_strides;
+  std::vector<int64_t> result_shape;  // before + B + after
+  std::vector<int64_t> b_shape;
+};
+
+AdvancedIndex MakeAdvancedIndex(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& raw) {
+  std::vector<at::Tensor> idx;  // per dim of self, undefined if not indexed
+  for (const std::optional<at::Tensor>& o : raw) {
+    const at::Tensor t = o.has_value() ? *o : at::Tensor();
+    if (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)) {
+      // A mask over the next t.dim() dims: one long index per masked dim.
+      const int64_t start = static_cast<int64_t>(idx.size());
+      TORCH_CHECK(start + t.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim());
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        TORCH_CHECK(t.size(d) == self.size(start + d), "The shape of the mask ", t.sizes(), " at index ", d,
+                    " does not match the shape of the indexed tensor ", self.sizes(), " at index ", start + d);
+      }
+      const at::Tensor nz = t.to(self.device()).nonzero();
+      for (int64_t d = 0; d < t.dim(); ++d) idx.push_back(nz.select(1, d));
+    } else {
+      TORCH_CHECK(!t.defined() || t.scalar_type() == at::kLong || t.scalar_type() == at::kInt,
+                  "tensors used as indices must be long, int, byte or bool tensors");
+      idx.push_back(t);
+    }
+  }
+  TORCH_CHECK(static_cast<int64_t>(idx.size()) <= self.dim(), "too many indices for tensor of dimension ", self.dim(),
+              " (got ", idx.size(), ")");
+  idx.resize(self.dim());
+  std::vector<at::Tensor> defined;
+  std::vector<int64_t> indexed_dims, other_dims;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (idx[d].defined()) {
+      defined.push_back(idx[d]);
+      indexed_dims.push_back(d);
+    } else {
+      other_dims.push_back(d);
+    }
+  }
+  TORCH_CHECK(!defined.empty(), "index: expected at least one index tensor");
+  const bool adjacent = indexed_dims.back() - indexed_dims.front() + 1 == static_cast<int64_t>(indexed_dims.size());
+  AdvancedIndex ai;
+  std::vector<int64_t> perm;
+  if (adjacent) {
+    ai.before = indexed_dims.front();
+    for (int64_t d = 0; d < self.dim(); ++d) perm.push_back(d);
+  } else {
+    ai.before = 0;
+    perm = indexed_dims;
+    perm.insert(perm.end(), other_dims.begin(), other_dims.end());
+  }
+  ai.src = self.permute(perm);
+  const auto broadcast = at::broadcast_tensors(defined);
+  ai.b_shape = broadcast[0].sizes().vec();
+  for (size_t k = 0; k < broadcast.size(); ++k) {
+    ai.indices.push_back(LongIndexOn(broadcast[k], self));
+    ai.indexed_sizes.push_back(self.size(indexed_dims[k]));
+    ai.indexed_strides.push_back(self.stride(indexed_dims[k]));
+  }
+  const int64_t nidx = static_cast<int64_t>(indexed_dims.size());
+  for (int64_t d = 0; d < ai.before; ++d) ai.result_shape.push_back(ai.src.size(d));
+  ai.result_shape.insert(ai.result_shape.end(), ai.b_shape.begin(), ai.b_shape.end());
+  for (int64_t d = ai.before + nidx; d < ai.src.dim(); ++d) ai.result_shape.push_back(ai.src.size(d));
+  return ai;
+}
+
+// Element offset in src for each result element, computed on the device; shared by index
+// and index_put. `visit(result_linear, src_offset)` returns absl::Status.
+struct AdvancedWalk {
+  std::vector<int64_t> before_sizes, before_strides, after_sizes, after_strides;
+  std::vector<const int64_t*> idx;
+  std::vector<int64_t> idx_sizes, idx_strides;
+  int64_t b_numel = 1, after_numel = 1;
+  absl::Status SrcOffset(int64_t linear, int64_t& off) const {
+    int64_t a = linear % after_numel, rest = linear / after_numel;
+    const int64_t b = rest % b_numel;
+    int64_t pre = rest / b_numel;
+    off = 0;
+    for (size_t d = after_sizes.size(); d-- > 0;) {
+      off += (a % after_sizes[d]) * after_strides[d];
+      a /= after_sizes[d];
+    }
+    for (size_t d = before_sizes.size(); d-- > 0;) {
+      off += (pre % before_sizes[d]) * before_strides[d];
+      pre /= before_sizes[d];
+    }
+    for (size_t k = 0; k < idx.size(); ++k) {
+      int64_t i = idx[k][b];
+      if (i < -idx_sizes[k] || i >= idx_sizes[k]) return IndexError(i, idx_sizes[k], "index");
+      if (i < 0) i += idx_sizes[k];
+      off += i * idx_strides[k];
+    }
+    return absl::OkStatus();
+  }
+};
+
+AdvancedWalk MakeWalk(const AdvancedIndex& ai) {
+  AdvancedWalk w;
+  const int64_t nidx = static_cast<int64_t>(ai.indices.size());
+  for (int64_t d = 0; d < ai.before; ++d) {
+    w.before_sizes.push_back(ai.src.size(d));
+    w.before_strides.push_back(ai.src.stride(d));
+  }
+  for (int64_t d = ai.before + nidx; d < ai.src.dim(); ++d) {
+    w.after_sizes.push_back(ai.src.size(d));
+    w.after_strides.push_back(ai.src.stride(d));
+    w.after_numel *= ai.src.size(d);
+  }
+  for (int64_t s : ai.b_shape) w.b_numel *= s;
+  for (const at::Tensor& t : ai.indices) w.idx.push_back(reinterpret_cast<const int64_t*>(ConstView(t)));
+  w.idx_sizes = ai.indexed_sizes;
+  w.idx_strides = ai.indexed_strides;
+  return w;
+}
+
+at::Tensor& IndexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  const c10::DeviceGuard guard(self.device());
+  const AdvancedIndex ai = MakeAdvancedIndex(self, indices);
+  at::native::resize_output(out, ai.result_shape);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (", self.scalar_type(), ") and result (",
+              out.scalar_type(), ") must have the same scalar type");
+  if (out.numel() == 0) return out;
+  at::Tensor target = out.is_contiguous() ? out : at::empty(ai.result_shape, out.options());
+  const AdvancedWalk w = MakeWalk(ai);
+  if (w.b_numel == 0) return out;
+  const char* sp = ConstView(ai.src);
+  char* op = View(target);
+  BySize(self.element_size(), [&](auto tag) {
+    using T = decltype(tag);
+    LaunchItems("xxnpu::index", self.device().index(), target.numel(), 16384,
+                static_cast<uint64_t>(target.numel() * (2 * sizeof(T) + 8)), [=](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        int64_t off = 0;
+        absl::Status s = w.SrcOffset(e, off);
+        if (!s.ok()) return s;
+        reinterpret_cast<T*>(op)[e] = reinterpret_cast<const T*>(sp)[off];
+      }
+      return absl::OkStatus();
+    });
+  });
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         const at::Tensor& values, bool accumulate, bool) {
+  const c10::DeviceGuard guard(self.device());
+  const AdvancedIndex ai = MakeAdvancedIndex(self, indices);
+  const AdvancedWalk w = MakeWalk(ai);
+  int64_t n = 1;
+  for (int64_t s : ai.result_shape) n *= s;
+  if (n == 0) return self;
+  const at::Tensor v = values.to(self.device(), self.scalar_type()).expand(ai.result_shape).contiguous();
+  const char* vp = ConstView(v);
+  char* dp = static_cast<char*>(DeviceView(ai.src.data_ptr()));
+  AT_DISPATCH_V2(self.scalar_type(), "xxnpu_index_put", AT_WRAP([&] {
+    // Accumulation runs as one block: repeated indices add up without races.
+    LaunchItems(accumulate ? "xxnpu::index_put_accumulate" : "xxnpu::index_put", self.device().index(), n,
+                accumulate ? n : 16384, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
+                [=](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        int64_t off = 0;
+        absl::Status s = w.SrcOffset(e, off);
+        if (!s.ok()) return s;
+        scalar_t& dst = reinterpret_cast<scalar_t*>(dp)[off];
+        const scalar_t x = reinterpret_cast<const scalar_t*>(vp)[e];
+        if (accumulate) {
+          if constexpr (std::is_same_v<scalar_t, bool>) {
+            dst = dst || x;
+          } else {
+            dst = static_cast<scalar_t>(dst + x);
+          }
+        } else {
+          dst = x;
+        }
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES, at::kBool);
+  return self;
+}
+
+// ---------------------------------------------------------------------------------------
+// nonzero / masked_select: count (synchronizes, as on CUDA), then fill in order.
+
+at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got ",
+              out.scalar_type());
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor flags = self.ne(0).contiguous();  // bool, native
+  const int64_t count = flags.sum().item<int64_t>();
+  const int64_t nd = self.dim();
+  at::native::resize_output(out, {count, nd});
+  if (count == 0 || nd == 0) {
+    if (nd == 0 && count > 0) at::native::resize_output(out, {count, 0});
+    return out;
+  }
+  at::Tensor target = out.is_contiguous() ? out : at::empty({count, nd}, out.options());
+  const bool* fp = reinterpret_cast<const bool*>(ConstView(flags));
+  int64_t* op = reinterpret_cast<int64_t*>(View(target));
+  const std::vector<int64_t> sizes = self.sizes().vec();
+  const int64_t numel = self.numel();
+  LaunchItems("xxnpu::nonzero", self.device().index(), 1, 1, static_cast<uint64_t>(numel + count * nd * 8),
+              [=](int64_t, int64_t) {
+    int64_t row = 0;
+    std::vector<int64_t> coord(sizes.size(), 0);
+    for (int64_t e = 0; e < numel; ++e) {
+      if (fp[e]) {
+        for (size_t d = 0; d < sizes.size(); ++d) op[row * nd + static_cast<int64_t>(d)] = coord[d];
+        ++row;
+      }
+      for (size_t d = sizes.size(); d-- > 0;) {
+        if (++coord[d] < sizes[d]) break;
+        coord[d] = 0;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor Nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return NonzeroOut(self, out);
+}
+
+at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor mask_here = mask.to(self.device());
+  auto expanded = at::expand_outplace(self, mask_here);
+  const at::Tensor src = std::get<0>(expanded)->contiguous();
+  const at::Tensor m = std::get<1>(expanded)->contiguous();
+  const int64_t count = m.sum().item<int64_t>();
+  at::native::resize_output(out, {count});
+  if (count == 0) return out;
+  at::Tensor target = out.is_contiguous() ? out : at::empty({count}, out.options());
+  const bool* mp = reinterpret_cast<const bool*>(ConstView(m));
+  const char* sp = ConstView(src);
+  char* op = View(target);
+  const int64_t numel = src.numel();
+  BySize(self.element_size(), [&](auto tag) {
+    using T = decltype(tag);
+    LaunchItems("xxnpu::masked_select", self.device().index(), 1, 1, static_cast<uint64_t>(numel * (1 + sizeof(T))),
+                [=](int64_t, int64_t) {
+      int64_t j = 0;
+      for (int64_t e = 0; e < numel; ++e) {
+        if (mp[e]) reinterpret_cast<T*>(op)[j++] = reinterpret_cast<const T*>(sp)[e];
+      }
+      return absl::OkStatus();
+    });
+  });
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out = at::empty({0}, self.options());
+  return MaskedSelectOut(self, mask, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// tril / triu over the last two dims.
+
+template <bool kLower>
+at::Tensor& TriOut(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, kLower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor src = self.contiguous();
+  at::native::resize_output(out, self.sizes());
+  at::Tensor target = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
+  const int64_t m = self.size(-2), n = self.size(-1), rows = self.numel() / std::max<int64_t>(1, n);
+  if (self.numel() == 0) return out;
+  const char* sp = ConstView(src);
+  char* op = View(target);
+  BySize(self.element_size(), [&](auto tag) {
+    using T = decltype(tag);
+    LaunchItems(kLower ? "xxnpu::tril" : "xxnpu::triu", self.device().index(), rows,
+                std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)), static_cast<uint64_t>(2 * self.nbytes()),
+                [=](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = r % m;
+        const T* s = reinterpret_cast<const T*>(sp) + r * n;
+        T* d = reinterpret_cast<T*>(op) + r * n;
+        for (int64_t j = 0; j < n; ++j) {
+          const bool keep = kLower ? (j - i <= diagonal) : (j - i >= diagonal);
+          d[j] = keep ? s[j] : T{};
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// arange
+
+at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK(((st > 0) && (e >= s)) || ((st < 0) && (e <= s)), "upper bound and larger bound inconsistent with step sign");
+  int64_t size;
+  if (at::isIntegralType(out.scalar_type(), true) && start.isIntegral(true) && end.isIntegral(true) &&
+      step.isIntegral(true)) {
+    const int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+    size = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+  } else {
+    size = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  TORCH_CHECK(size >= 0, "invalid size, possible overflow?");
+  const c10::DeviceGuard guard(out.device());
+  if (out.numel() != size) at::native::resize_output(out, {size});
+  at::Tensor target = out.is_contiguous() ? out : at::empty({size}, out.options());
+  char* op = size ? View(target) : nullptr;
+  AT_DISPATCH_V2(out.scalar_type(), "xxnpu_arange", AT_WRAP([&] {
+    const bool integral = at::isIntegralType(out.scalar_type(), true);
+    const int64_t si = integral ? start.toLong() : 0, sti = integral ? step.toLong() : 0;
+    LaunchItems("xxnpu::arange", out.device().index(), size, 65536, static_cast<uint64_t>(size * sizeof(scalar_t)),
+                [=](int64_t begin, int64_t end_) {
+      scalar_t* p = reinterpret_cast<scalar_t*>(op);
+      for (int64_t i = begin; i < end_; ++i) {
+        p[i] = integral ? static_cast<scalar_t>(si + i * sti) : static_cast<scalar_t>(s + static_cast<double>(i) * st);
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES);
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Row ops along a dim: cumsum, sort, topk. Input made contiguous, viewed as [outer, D, inner].
+
+struct Rows {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+Rows RowsOf(const at::Tensor& t, int64_t dim) {
+  Rows r;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d < dim) r.outer *= t.size(d);
+    if (d > dim) r.inner *= t.size(d);
+  }
+  r.dim = t.dim() == 0 ? 1 : t.size(dim);
+  return r;
+}
+
+at::Tensor& CumsumOut(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  const at::ScalarType t = dtype ? *dtype : out.scalar_type();
+  if (at::isComplexType(t) || t == at::kBool) return FallbackFor<at::_ops::cumsum_out>::call(self, dim, dtype, out);
+  const c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor src = self.to(t).contiguous();
+  at::native::resize_output(out, self.sizes());
+  at::Tensor target = out.is_contiguous() && out.scalar_type() == t ? out : at::empty(self.sizes(), src.options());
+  const Rows r = RowsOf(src, dim);
+  if (src.numel() == 0) return out;
+  AT_DISPATCH_V2(t, "xxnpu_cumsum", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* sp = reinterpret_cast<const scalar_t*>(ConstView(src));
+    scalar_t* op = reinterpret_cast<scalar_t*>(View(target));
+    LaunchItems("xxnpu::cumsum", self.device().index(), r.outer * r.inner, std::max<int64_t>(1, 16384 / r.dim),
+                static_cast<uint64_t>(2 * src.nbytes()), [=](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / r.inner) * r.dim * r.inner + row % r.inner;
+        acc_t acc = 0;
+        for (int64_t d = 0; d < r.dim; ++d) {
+          acc += static_cast<acc_t>(sp[base + d * r.inner]);
+          op[base + d * r.inner] = static_cast<scalar_t>(acc);
+        }
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES);
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+// NaN sorts as the largest value, as on CPU and CUDA.
+template <typename T>
+bool Less(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return false;
+    if (std::isnan(b)) return true;
+  }
+  return a < b;
+}
+
+// Sorts (or selects the top k of) each row into values/indices (contiguous [outer, k, inner]).
+void SortRows(const char* name, const at::Tensor& src, int64_t dim, int64_t k, bool descending, bool stable,
+              const at::Tensor& values, const at::Tensor& indices) {
+  const Rows r = RowsOf(src, dim);
+  if (src.numel() == 0 || k == 0) return;
+  AT_DISPATCH_V2(src.scalar_type(), "xxnpu_sort", AT_WRAP([&] {
+    using acc_t = std::conditional_t<std::is_same_v<scalar_t, bool>, bool, at::opmath_type<scalar_t>>;
+    const scalar_t* sp = reinterpret_cast<const scalar_t*>(ConstView(src));
+    scalar_t* vp = reinterpret_cast<scalar_t*>(View(values));
+    int64_t* ip = reinterpret_cast<int64_t*>(View(indices));
+    LaunchItems(name, src.device().index(), r.outer * r.inner, std::max<int64_t>(1, 4096 / r.dim),
+                static_cast<uint64_t>(src.nbytes() + values.nbytes() + indices.nbytes()),
+                [=](int64_t begin, int64_t end) {
+      std::vector<int64_t> order(static_cast<size_t>(r.dim));
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t o = row / r.inner, in = row % r.inner;
+        const scalar_t* s = sp + o * r.dim * r.inner + in;
+        std::iota(order.begin(), order.end(), 0);
+        auto cmp = [&](int64_t a, int64_t b) {
+          const acc_t x = static_cast<acc_t>(s[a * r.inner]), y = static_cast<acc_t>(s[b * r.inner]);
+          return descending ? Less(y, x) : Less(x, y);
+        };
+        if (k < r.dim) {
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+            return cmp(a, b) || (!cmp(b, a) && a < b);  // ties: lower index first
+          });
+        } else if (stable) {
+          std::stable_sort(order.begin(), order.end(), cmp);
+        } else {
+          std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp(a, b) || (!cmp(b, a) && a < b); });
+        }
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t dst = o * k * r.inner + j * r.inner + in;
+          vp[dst] = s[order[j] * r.inner];
+          ip[dst] = order[j];
+        }
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES, at::kBool);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> SortOut(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                             bool descending, at::Tensor& values, at::Tensor& indices) {
+  if (at::isComplexType(self.scalar_type())) {
+    return FallbackFor<at::_ops::sort_values_stable>::call(self, stable, dim, descending, values, indices);
+  }
+  const c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor src = self.contiguous();
+  at::native::resize_output(values, self.sizes());
+  at::native::resize_output(indices, self.sizes());
+  at::Tensor v = values.is_contiguous() ? values : at::empty(self.sizes(), values.options());
+  at::Tensor i = indices.is_contiguous() ? indices : at::empty(self.sizes(), indices.options());
+  SortRows("xxnpu::sort", src, dim, self.dim() == 0 ? 1 : self.size(dim), descending, stable.value_or(false), v, i);
+  if (!v.is_same(values)) values.copy_(v);
+  if (!i.is_same(indices)) indices.copy_(i);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> TopkOut(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool,
+                                             at::Tensor& values, at::Tensor& indices) {
+  if (at::isComplexType(self.scalar_type())) {
+    return FallbackFor<at::_ops::topk_values>::call(self, k, dim, largest, true, values, indices);
+  }
+  const c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
+  TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[dim] = k;
+  const at::Tensor src = self.contiguous();
+  at::native::resize_output(values, shape);
+  at::native::resize_output(indices, shape);
+  at::Tensor v = values.is_contiguous() ? values : at::empty(shape, values.options());
+  at::Tensor i = indices.is_contiguous() ? indices : at::empty(shape, indices.options());
+  SortRows("xxnpu::topk", src, dim, k, largest, false, v, i);  // always sorted: a superset of sorted=False
+  if (!v.is_same(values)) values.copy_(v);
+  if (!i.is_same(indices)) indices.copy_(i);
+  return {values, indices};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cat.out", &CatOut);
+  m.impl("index_select", &IndexSelect);
+  m.impl("index_select.out", &IndexSelectOut);
+  m.impl("gather.out", &GatherOut);
+  m.impl("scatter.src_out", &ScatterSrcOut);
+  m.impl("scatter.value_out", &ScatterValueOut);
+  m.impl("scatter_add.out", &ScatterAddOut);
+  m.impl("index.Tensor_out", &IndexOut);
+  m.impl("_index_put_impl_", &IndexPutImpl);
+  m.impl("nonzero", &Nonzero);
+  m.impl("nonzero.out", &NonzeroOut);
+  m.impl("masked_select", &MaskedSelect);
+  m.impl("masked_select.out", &MaskedSelectOut);
+  m.impl("tril.out", &TriOut<true>);
+  m.impl("triu.out", &TriOut<false>);
+  m.impl("arange.start_out", &ArangeOut);
+  m.impl("cumsum.out", &CumsumOut);
+  m.impl("sort.values_stable", &SortOut);
+  m.impl("topk.values", &TopkOut);
+}
+
+}  // namespace
+}  // namespace xxnpu

@@ -1,0 +1,313 @@
+// Matrix products on xxnpu: mm, bmm, addmm, baddbmm, mv, addmv, dot (torch.matmul,
+// F.linear, einsum and SDPA's math path reach them).
+//
+// The device kernel calls a BLAS GEMM instead of a hand-written loop: the standard Fortran
+// `sgemm_`/`dgemm_` entry points of the BLAS torch's CPU build links and exports (MKL in
+// the pip wheel), so the kernel runs the same code the CPU backend does, and swapping in
+// another BLAS (Debian's OpenBLAS, a chip vendor's library) is a link change. Measured in
+// docs/adding-an-op.md: a naive triple loop is >50x slower at 1024^3.
+//
+// float16/bfloat16 operands are widened to float32 on the device, multiplied, and rounded
+// back (accumulation in float32, as CUDA's cuBLAS does by default).
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <climits>
+#include <optional>
+#include <vector>
+
+#include "device/c10/torch_status.h"
+#include "device/runtime.h"
+#include "ops/cpu_fallback.h"
+#include "ops/device_loop.h"
+
+extern "C" {
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+            const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
+            const int* ldc);
+}
+
+namespace xxnpu {
+namespace {
+
+// How a [rows, cols] matrix with strides (sr, sc) can be handed to BLAS: row-major with
+// leading dim `ld` (trans = false) or column-major (trans = true).
+struct MatrixLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+MatrixLayout LayoutOf(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  MatrixLayout l;
+  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(1, cols))) {
+    l = {true, false, rows == 1 ? std::max<int64_t>(1, cols) : sr};
+  } else if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(1, rows))) {
+    l = {true, true, cols == 1 ? std::max<int64_t>(1, rows) : sc};
+  }
+  if (l.ok && l.ld > INT_MAX) l.ok = false;
+  return l;
+}
+
+// A batch of row-major products C[b] = alpha * A[b] @ B[b] + beta * C[b] (C row-major).
+struct Gemm {
+  at::ScalarType dtype;
+  int64_t batch, m, n, k;
+  const char* a;
+  const char* b;
+  char* c;  // device views
+  int64_t batch_stride_a, batch_stride_b, batch_stride_c;  // elements
+  MatrixLayout la, lb;
+  int64_t ldc;
+  double alpha, beta;
+};
+
+template <typename T, typename F>
+void BlasGemm(F gemm, const Gemm& g, const T* a, const T* b, T* c, const MatrixLayout& la, const MatrixLayout& lb,
+              int64_t ldc) {
+  // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
+  const char ta = la.trans ? 'T' : 'N', tb = lb.trans ? 'T' : 'N';
+  const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);
+  const int lda = static_cast<int>(lb.ld), ldb = static_cast<int>(la.ld), ldcc = static_cast<int>(ldc);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  gemm(&tb, &ta, &m, &n, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldcc);
+}
+
+// Widens a strided [rows, cols] matrix to dense row-major float.
+template <typename T>
+void Widen(const T* src, const MatrixLayout& l, int64_t rows, int64_t cols, std::vector<float>& dst) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      dst[i * cols + j] = static_cast<float>(l.trans ? src[j * l.ld + i] : src[i * l.ld + j]);
+    }
+  }
+}
+
+template <typename T>
+void RunGemm(const Gemm& g) {
+  const T* a = reinterpret_cast<const T*>(g.a);
+  const T* b = reinterpret_cast<const T*>(g.b);
+  T* c = reinterpret_cast<T*>(g.c);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const T* ai = a + i * g.batch_stride_a;
+    const T* bi = b + i * g.batch_stride_b;
+    T* ci = c + i * g.batch_stride_c;
+    if (g.k == 0) {  // BLAS does not scale C when k == 0 on every implementation
+      for (int64_t r = 0; r < g.m; ++r) {
+        for (int64_t s = 0; s < g.n; ++s) {
+          T& v = ci[r * g.ldc + s];
+          v = g.beta == 0 ? T(0) : static_cast<T>(static_cast<double>(v) * g.beta);
+        }
+      }
+      continue;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      BlasGemm<float>(sgemm_, g, ai, bi, ci, g.la, g.lb, g.ldc);
+    } else if constexpr (std::is_same_v<T, double>) {
+      BlasGemm<double>(dgemm_, g, ai, bi, ci, g.la, g.lb, g.ldc);
+    } else {
+      thread_local std::vector<float> fa, fb, fc;
+      Widen(ai, g.la, g.m, g.k, fa);
+      Widen(bi, g.lb, g.k, g.n, fb);
+      fc.resize(static_cast<size_t>(g.m * g.n));
+      if (g.beta != 0) {
+        for (int64_t r = 0; r < g.m; ++r) {
+          for (int64_t s = 0; s < g.n; ++s) fc[r * g.n + s] = static_cast<float>(ci[r * g.ldc + s]);
+        }
+      }
+      const MatrixLayout dense_a{true, false, std::max<int64_t>(1, g.k)};
+      const MatrixLayout dense_b{true, false, std::max<int64_t>(1, g.n)};
+      BlasGemm<float>(sgemm_, g, fa.data(), fb.data(), fc.data(), dense_a, dense_b, std::max<int64_t>(1, g.n));
+      for (int64_t r = 0; r < g.m; ++r) {
+        for (int64_t s = 0; s < g.n; ++s) ci[r * g.ldc + s] = static_cast<T>(fc[r * g.n + s]);
+      }
+    }
+  }
+}
+
+bool BlasDtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+// out (3-D, [batch, m, n], already holding beta's addend if beta != 0) =
+// alpha * a @ b + beta * out, with a [batch, m, k], b [batch, k, n] on xxnpu.
+void LaunchBatchedGemm(const char* name, const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& out,
+                       double alpha, double beta) {
+  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a_in.size(2);
+  if (out.numel() == 0) return;
+  TORCH_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, name, ": matrix dimensions above 2^31 are not supported");
+  at::Tensor a = a_in, b = b_in;
+  MatrixLayout la = LayoutOf(m, k, a.stride(1), a.stride(2));
+  if (!la.ok) {
+    a = a.contiguous();
+    la = LayoutOf(m, k, a.stride(1), a.stride(2));
+  }
+  MatrixLayout lb = LayoutOf(k, n, b.stride(1), b.stride(2));
+  if (!lb.ok) {
+    b = b.contiguous();
+    lb = LayoutOf(k, n, b.stride(1), b.stride(2));
+  }
+  const MatrixLayout lc = LayoutOf(m, n, out.stride(1), out.stride(2));
+  TORCH_INTERNAL_ASSERT(lc.ok && !lc.trans, name, ": result must be row-major");
+
+  Gemm g;
+  g.dtype = out.scalar_type();
+  g.batch = batch;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = static_cast<const char*>(DeviceView(a.const_data_ptr()));
+  g.b = static_cast<const char*>(DeviceView(b.const_data_ptr()));
+  g.c = static_cast<char*>(DeviceView(out.data_ptr()));
+  g.batch_stride_a = a.stride(0);
+  g.batch_stride_b = b.stride(0);
+  g.batch_stride_c = out.stride(0);
+  g.la = la;
+  g.lb = lb;
+  g.ldc = lc.ld;
+  g.alpha = alpha;
+  g.beta = beta;
+
+  LaunchConfig cfg;
+  cfg.name = name;
+  cfg.grid = Dim3{1, 1, 1};  // one BLAS call stream; the BLAS threads it (see docs/device-runtime.md)
+  cfg.flops = static_cast<uint64_t>(2 * batch * m * n * k);
+  cfg.bytes = static_cast<uint64_t>((a.numel() + b.numel() + out.numel() * (beta != 0 ? 2 : 1)) * out.element_size());
+  CheckOk(xxnpuLaunchKernel(cfg, [g](BlockRange) {
+    AT_DISPATCH_V2(g.dtype, "xxnpu_gemm", AT_WRAP([&] { RunGemm<scalar_t>(g); }),
+                   at::kFloat, at::kDouble, at::kHalf, at::kBFloat16);
+    return absl::OkStatus();
+  }, CurrentStreamHandle(out.device().index())), name);
+}
+
+void CheckMatmulOperands(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  CheckSameDevice(name, "mat2", b, a.device());
+  CheckSameDevice(name, "out", out, a.device());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), name, ": expected both operands to have the same dtype, but got ",
+              a.scalar_type(), " != ", b.scalar_type());
+  TORCH_CHECK(out.scalar_type() == a.scalar_type(), name, ": expected out dtype ", a.scalar_type(), " but got ",
+              out.scalar_type());
+}
+
+// out = beta * self + alpha * (a @ b) for 3-D operands; self broadcastable to out.
+void Baddbmm3d(const char* name, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, double beta,
+               double alpha, at::Tensor& out) {
+  const c10::DeviceGuard guard(out.device());
+  const std::vector<int64_t> shape = {a.size(0), a.size(1), b.size(2)};
+  at::native::resize_output(out, shape);
+  // The BLAS writes a row-major result; anything else goes through a temporary.
+  const MatrixLayout lc = LayoutOf(shape[1], shape[2], out.stride(1), out.stride(2));
+  const bool direct = lc.ok && !lc.trans;
+  at::Tensor target = direct ? out : at::empty(shape, out.options());
+  if (self.defined() && beta != 0) {
+    if (!self.is_same(target)) target.copy_(self.expand(shape));
+  }
+  LaunchBatchedGemm(name, a, b, target, alpha, self.defined() ? beta : 0.0);
+  if (!direct) out.copy_(target);
+}
+
+at::Tensor& MmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  TORCH_CHECK(self.dim() == 2, "self must be a matrix");
+  TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix");
+  TORCH_CHECK(self.size(1) == mat2.size(0), "mat1 and mat2 shapes cannot be multiplied (", self.size(0), "x",
+              self.size(1), " and ", mat2.size(0), "x", mat2.size(1), ")");
+  if (!BlasDtype(self.scalar_type())) return FallbackFor<at::_ops::mm_out>::call(self, mat2, out);
+  CheckMatmulOperands("mm", self, mat2, out);
+  at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  at::Tensor out3 = out.unsqueeze(0);
+  Baddbmm3d("xxnpu::mm", at::Tensor(), self.unsqueeze(0), mat2.unsqueeze(0), 0.0, 1.0, out3);
+  return out;
+}
+
+at::Tensor& BmmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  TORCH_CHECK(self.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(mat2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(self.size(0) == mat2.size(0) && self.size(2) == mat2.size(1),
+              "Expected size for first two dimensions of batch2 tensor to be: [", self.size(0), ", ", self.size(2),
+              "] but got: [", mat2.size(0), ", ", mat2.size(1), "].");
+  if (!BlasDtype(self.scalar_type())) return FallbackFor<at::_ops::bmm_out>::call(self, mat2, out);
+  CheckMatmulOperands("bmm", self, mat2, out);
+  Baddbmm3d("xxnpu::bmm", at::Tensor(), self, mat2, 0.0, 1.0, out);
+  return out;
+}
+
+at::Tensor& AddmmOut(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                     const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "addmm: expected 2-D matrices, got ", mat1.dim(), "-D and ",
+              mat2.dim(), "-D");
+  TORCH_CHECK(mat1.size(1) == mat2.size(0), "mat1 and mat2 shapes cannot be multiplied (", mat1.size(0), "x",
+              mat1.size(1), " and ", mat2.size(0), "x", mat2.size(1), ")");
+  if (!BlasDtype(mat1.scalar_type())) return FallbackFor<at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
+  CheckMatmulOperands("addmm", mat1, mat2, out);
+  CheckSameDevice("addmm", "self", self, out.device());
+  at::native::resize_output(out, {mat1.size(0), mat2.size(1)});
+  at::Tensor out3 = out.unsqueeze(0);
+  const at::Tensor self2 = self.dim() <= 2 ? self.expand({mat1.size(0), mat2.size(1)}) : self;
+  Baddbmm3d("xxnpu::addmm", self2.unsqueeze(0), mat1.unsqueeze(0), mat2.unsqueeze(0), beta.toDouble(),
+            alpha.toDouble(), out3);
+  return out;
+}
+
+at::Tensor& BaddbmmOut(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                       const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(b1.dim() == 3 && b2.dim() == 3, "baddbmm: batch1 and batch2 must be 3D tensors");
+  TORCH_CHECK(b1.size(0) == b2.size(0) && b1.size(2) == b2.size(1), "baddbmm: incompatible shapes ", b1.sizes(),
+              " and ", b2.sizes());
+  if (!BlasDtype(b1.scalar_type())) return FallbackFor<at::_ops::baddbmm_out>::call(self, b1, b2, beta, alpha, out);
+  CheckMatmulOperands("baddbmm", b1, b2, out);
+  CheckSameDevice("baddbmm", "self", self, out.device());
+  Baddbmm3d("xxnpu::baddbmm", self, b1, b2, beta.toDouble(), alpha.toDouble(), out);
+  return out;
+}
+
+at::Tensor& AddmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                     const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
+              mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  if (!BlasDtype(mat.scalar_type())) return FallbackFor<at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
+  CheckMatmulOperands("addmv", mat, vec, out);
+  CheckSameDevice("addmv", "self", self, out.device());
+  at::native::resize_output(out, {mat.size(0)});
+  at::Tensor out3 = out.view({1, mat.size(0), 1});
+  const at::Tensor self3 = self.expand({mat.size(0)}).view({1, mat.size(0), 1});
+  Baddbmm3d("xxnpu::addmv", self3, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(2), beta.toDouble(),
+            alpha.toDouble(), out3);
+  return out;
+}
+
+at::Tensor Dot(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
+              other.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
+              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+  CheckSameDevice("dot", "tensor", other, self.device());
+  if (!BlasDtype(self.scalar_type())) return FallbackFor<at::_ops::dot>::call(self, other);
+  at::Tensor out = at::empty({1, 1, 1}, self.options());
+  Baddbmm3d("xxnpu::dot", at::Tensor(), self.unsqueeze(0).unsqueeze(0), other.unsqueeze(0).unsqueeze(2), 0.0, 1.0,
+            out);
+  return out.view(at::IntArrayRef{});  // a 0-dim result ({} alone would pick view(dtype))
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm.out", &MmOut);
+  m.impl("bmm.out", &BmmOut);
+  m.impl("addmm.out", &AddmmOut);
+  m.impl("baddbmm.out", &BaddbmmOut);
+  m.impl("addmv.out", &AddmvOut);
+  m.impl("dot", &Dot);
+}
+
+}  // namespace
+}  // namespace xxnpu

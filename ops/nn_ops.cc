@@ -1,0 +1,519 @@
+// Neural-network ops on xxnpu: softmax / log_softmax (+ backward), layer norm (+ backward),
+// dropout, nll_loss (+ backward), embedding backward, and the attention backend choice
+// that routes scaled_dot_product_attention to its math path (matmul + softmax, all native).
+//
+// The row ops view their input as [outer, dim, inner] (contiguous) and give each device
+// block a range of rows; statistics are kept in float32 or wider.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/OpMathType.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <string>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "device/c10/torch_status.h"
+#include "device/runtime.h"
+#include "ops/cpu_fallback.h"
+#include "ops/device_loop.h"
+
+namespace xxnpu {
+namespace {
+
+// Launches `body(row_begin, row_end)` over `rows` rows of `row_elems` elements each, in
+// blocks of about 64K elements. `body` must return absl::Status.
+template <typename F>
+void LaunchRows(const char* name, c10::DeviceIndex device, int64_t rows, int64_t row_elems, uint64_t bytes,
+                uint64_t flops, F body) {
+  if (rows == 0) return;
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, row_elems));
+  LaunchConfig cfg;
+  cfg.name = name;
+  cfg.grid = Dim3{static_cast<uint32_t>((rows + per_block - 1) / per_block), 1, 1};
+  cfg.bytes = bytes;
+  cfg.flops = flops;
+  CheckOk(xxnpuLaunchKernel(cfg, [body = std::move(body), rows, per_block](BlockRange r) {
+    return body(r.begin * per_block, std::min(rows, r.end * per_block));
+  }, CurrentStreamHandle(device)), name);
+}
+
+template <typename T>
+T* View(const at::Tensor& t) {
+  return static_cast<T*>(DeviceView(t.data_ptr()));
+}
+template <typename T>
+const T* ConstView(const at::Tensor& t) {
+  return static_cast<const T*>(DeviceView(t.const_data_ptr()));
+}
+
+struct RowShape {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+RowShape RowShapeOf(const at::Tensor& t, int64_t dim) {
+  RowShape s;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d < dim) s.outer *= t.size(d);
+    if (d > dim) s.inner *= t.size(d);
+  }
+  s.dim = t.dim() == 0 ? 1 : t.size(dim);
+  return s;
+}
+
+#define XXNPU_NN_FLOAT_TYPES AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16
+
+// ---- softmax / log_softmax
+
+template <bool kLog>
+at::Tensor& SoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  const char* name = kLog ? "xxnpu::log_softmax" : "xxnpu::softmax";
+  TORCH_CHECK(!half_to_float || self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16, name,
+              ": half_to_float is only for half/bfloat16 inputs");
+  if (!at::isFloatingType(self.scalar_type())) {
+    return kLog ? FallbackFor<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out)
+                : FallbackFor<at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
+  }
+  const c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor in = self.contiguous();
+  at::native::resize_output(out, self.sizes());
+  const bool direct = out.is_contiguous();
+  at::Tensor target = direct ? out : at::empty(self.sizes(), out.options());
+  const RowShape rs = RowShapeOf(in, dim);
+  const at::ScalarType out_t = target.scalar_type();
+  AT_DISPATCH_V2(in.scalar_type(), "xxnpu_softmax", AT_WRAP([&] {
+    using in_t = scalar_t;
+    using acc_t = at::opmath_type<scalar_t>;
+    auto run = [&](auto* out_p) {
+      using out_elem = std::remove_pointer_t<decltype(out_p)>;
+      const in_t* x = ConstView<in_t>(in);
+      LaunchRows(name, in.device().index(), rs.outer * rs.inner, rs.dim,
+                 static_cast<uint64_t>(in.nbytes() + target.nbytes()), static_cast<uint64_t>(4 * in.numel()),
+                 [x, out_p, rs](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t o = row / rs.inner, i = row % rs.inner;
+          const in_t* xr = x + o * rs.dim * rs.inner + i;
+          out_elem* yr = out_p + o * rs.dim * rs.inner + i;
+          acc_t mx = -std::numeric_limits<acc_t>::infinity();
+          for (int64_t d = 0; d < rs.dim; ++d) mx = std::max(mx, static_cast<acc_t>(xr[d * rs.inner]));
+          acc_t sum = 0;
+          for (int64_t d = 0; d < rs.dim; ++d) sum += std::exp(static_cast<acc_t>(xr[d * rs.inner]) - mx);
+          if constexpr (kLog) {
+            const acc_t shift = mx + std::log(sum);
+            for (int64_t d = 0; d < rs.dim; ++d) {
+              yr[d * rs.inner] = static_cast<out_elem>(static_cast<acc_t>(xr[d * rs.inner]) - shift);
+            }
+          } else {
+            for (int64_t d = 0; d < rs.dim; ++d) {
+              yr[d * rs.inner] = static_cast<out_elem>(std::exp(static_cast<acc_t>(xr[d * rs.inner]) - mx) / sum);
+            }
+          }
+        }
+        return absl::OkStatus();
+      });
+    };
+    if (out_t == in.scalar_type()) {
+      run(View<in_t>(target));
+    } else {
+      TORCH_CHECK(out_t == at::kFloat, name, ": expected a float32 or ", in.scalar_type(), " result, got ", out_t);
+      run(View<float>(target));
+    }
+  }), XXNPU_NN_FLOAT_TYPES);
+  if (!direct) out.copy_(target);
+  return out;
+}
+
+// grad_input = y * (g - sum(g * y)) for softmax; g - exp(y) * sum(g) for log_softmax.
+template <bool kLog>
+at::Tensor& SoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                               at::ScalarType input_dtype, at::Tensor& grad_input) {
+  const char* name = kLog ? "xxnpu::log_softmax_backward" : "xxnpu::softmax_backward";
+  if (!at::isFloatingType(output.scalar_type())) {
+    return kLog ? FallbackFor<at::_ops::_log_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input)
+                : FallbackFor<at::_ops::_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input);
+  }
+  const c10::DeviceGuard guard(output.device());
+  dim = at::maybe_wrap_dim(dim, output.dim());
+  const at::Tensor g = grad.contiguous().to(output.scalar_type());
+  const at::Tensor y = output.contiguous();
+  at::native::resize_output(grad_input, output.sizes());
+  at::Tensor target = at::empty(output.sizes(), output.options());
+  const RowShape rs = RowShapeOf(y, dim);
+  AT_DISPATCH_V2(y.scalar_type(), "xxnpu_softmax_backward", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* gp = ConstView<scalar_t>(g);
+    const scalar_t* yp = ConstView<scalar_t>(y);
+    scalar_t* dx = View<scalar_t>(target);
+    LaunchRows(name, y.device().index(), rs.outer * rs.inner, rs.dim, static_cast<uint64_t>(3 * y.nbytes()),
+               static_cast<uint64_t>(3 * y.numel()), [gp, yp, dx, rs](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / rs.inner) * rs.dim * rs.inner + row % rs.inner;
+        acc_t sum = 0;
+        for (int64_t d = 0; d < rs.dim; ++d) {
+          const int64_t k = base + d * rs.inner;
+          sum += kLog ? static_cast<acc_t>(gp[k]) : static_cast<acc_t>(gp[k]) * static_cast<acc_t>(yp[k]);
+        }
+        for (int64_t d = 0; d < rs.dim; ++d) {
+          const int64_t k = base + d * rs.inner;
+          const acc_t gv = gp[k], yv = yp[k];
+          dx[k] = static_cast<scalar_t>(kLog ? gv - std::exp(yv) * sum : yv * (gv - sum));
+        }
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_NN_FLOAT_TYPES);
+  grad_input.copy_(target.to(grad_input.scalar_type()));
+  return grad_input;
+}
+
+// ---- layer norm over the last len(normalized_shape) dims: [M, N] rows.
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNorm(const at::Tensor& input,
+                                                                c10::SymIntArrayRef normalized_shape,
+                                                                const std::optional<at::Tensor>& weight_opt,
+                                                                const std::optional<at::Tensor>& bias_opt, double eps) {
+  const auto nshape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  const int64_t axis = input.dim() - static_cast<int64_t>(nshape.size());
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(nshape), "Given normalized_shape=", nshape,
+              ", expected input with shape [*", nshape, "], but got input of size", input.sizes());
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  TORCH_CHECK(!weight.defined() || weight.sizes().equals(nshape), "Expected weight to be of same shape as "
+              "normalized_shape, but got weight of shape ", weight.sizes(), " and normalized_shape = ", nshape);
+  TORCH_CHECK(!bias.defined() || bias.sizes().equals(nshape), "Expected bias to be of same shape as "
+              "normalized_shape, but got bias of shape ", bias.sizes(), " and normalized_shape = ", nshape);
+  if (!at::isFloatingType(input.scalar_type())) {
+    return FallbackForSymInt<at::_ops::native_layer_norm>::call(input, normalized_shape, weight_opt, bias_opt, eps);
+  }
+  const c10::DeviceGuard guard(input.device());
+  const at::Tensor x = input.contiguous();
+  const at::Tensor w = weight.defined() ? weight.contiguous().to(input.scalar_type()) : weight;
+  const at::Tensor b = bias.defined() ? bias.contiguous().to(input.scalar_type()) : bias;
+  int64_t m = 1;
+  for (int64_t d = 0; d < axis; ++d) m *= input.size(d);
+  const int64_t n = m == 0 ? 0 : input.numel() / std::max<int64_t>(1, m);
+  at::Tensor y = at::empty(input.sizes(), x.options());
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  at::Tensor mean = at::empty(stat_shape, x.options());
+  at::Tensor rstd = at::empty(stat_shape, x.options());
+  AT_DISPATCH_V2(x.scalar_type(), "xxnpu_layer_norm", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* xp = ConstView<scalar_t>(x);
+    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
+    const scalar_t* bp = b.defined() ? ConstView<scalar_t>(b) : nullptr;
+    scalar_t* yp = View<scalar_t>(y);
+    scalar_t* mp = View<scalar_t>(mean);
+    scalar_t* rp = View<scalar_t>(rstd);
+    const acc_t e = static_cast<acc_t>(eps);
+    LaunchRows("xxnpu::layer_norm", x.device().index(), m, n, static_cast<uint64_t>(2 * x.nbytes()),
+               static_cast<uint64_t>(8 * x.numel()), [=](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* xr = xp + r * n;
+        acc_t sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += static_cast<acc_t>(xr[j]);
+        const acc_t mu = n > 0 ? sum / static_cast<acc_t>(n) : acc_t(0);
+        acc_t sq = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const acc_t d = static_cast<acc_t>(xr[j]) - mu;
+          sq += d * d;
+        }
+        const acc_t inv = 1 / std::sqrt((n > 0 ? sq / static_cast<acc_t>(n) : acc_t(0)) + e);
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t v = (static_cast<acc_t>(xr[j]) - mu) * inv;
+          if (wp != nullptr) v *= static_cast<acc_t>(wp[j]);
+          if (bp != nullptr) v += static_cast<acc_t>(bp[j]);
+          yp[r * n + j] = static_cast<scalar_t>(v);
+        }
+        mp[r] = static_cast<scalar_t>(mu);
+        rp[r] = static_cast<scalar_t>(inv);
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_NN_FLOAT_TYPES);
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+    std::array<bool, 3> mask) {
+  if (!at::isFloatingType(input.scalar_type())) {
+    return FallbackForSymInt<at::_ops::native_layer_norm_backward>::call(grad_out, input, normalized_shape, mean, rstd,
+                                                                   weight_opt, bias_opt, mask);
+  }
+  const c10::DeviceGuard guard(input.device());
+  const auto nshape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  const int64_t axis = input.dim() - static_cast<int64_t>(nshape.size());
+  int64_t m = 1;
+  for (int64_t d = 0; d < axis; ++d) m *= input.size(d);
+  const int64_t n = m == 0 ? 0 : input.numel() / std::max<int64_t>(1, m);
+  const at::ScalarType t = input.scalar_type();
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  const at::Tensor x = input.contiguous();
+  const at::Tensor g = grad_out.contiguous().to(t);
+  const at::Tensor mu = mean.contiguous().to(t);
+  const at::Tensor rs = rstd.contiguous().to(t);
+  const at::Tensor w = weight.defined() ? weight.contiguous().to(t) : weight;
+  at::Tensor dx = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
+  at::Tensor dw = mask[1] && weight.defined() ? at::empty(nshape, x.options()) : at::Tensor();
+  const std::optional<at::Tensor>& bias = bias_opt;
+  at::Tensor db = mask[2] && bias.has_value() && bias->defined() ? at::empty(nshape, x.options()) : at::Tensor();
+  AT_DISPATCH_V2(t, "xxnpu_layer_norm_backward", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* xp = ConstView<scalar_t>(x);
+    const scalar_t* gp = ConstView<scalar_t>(g);
+    const scalar_t* mp = ConstView<scalar_t>(mu);
+    const scalar_t* rp = ConstView<scalar_t>(rs);
+    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
+    const c10::DeviceIndex dev = x.device().index();
+    if (dx.defined()) {
+      scalar_t* dxp = View<scalar_t>(dx);
+      LaunchRows("xxnpu::layer_norm_backward", dev, m, n, static_cast<uint64_t>(3 * x.nbytes()),
+                 static_cast<uint64_t>(10 * x.numel()), [=](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const acc_t mean_r = mp[r], rstd_r = rp[r];
+          acc_t sum_gw = 0, sum_gw_xhat = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const acc_t gw = static_cast<acc_t>(gp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+            const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - mean_r) * rstd_r;
+            sum_gw += gw;
+            sum_gw_xhat += gw * xhat;
+          }
+          const acc_t inv_n = n > 0 ? acc_t(1) / static_cast<acc_t>(n) : acc_t(0);
+          for (int64_t j = 0; j < n; ++j) {
+            const acc_t gw = static_cast<acc_t>(gp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+            const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - mean_r) * rstd_r;
+            dxp[r * n + j] = static_cast<scalar_t>(rstd_r * (gw - inv_n * sum_gw - xhat * inv_n * sum_gw_xhat));
+          }
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (dw.defined() || db.defined()) {
+      // Column sums over the rows: blocks own disjoint columns, so no two write one element.
+      scalar_t* dwp = dw.defined() ? View<scalar_t>(dw) : nullptr;
+      scalar_t* dbp = db.defined() ? View<scalar_t>(db) : nullptr;
+      LaunchRows("xxnpu::layer_norm_backward_params", dev, n, m, static_cast<uint64_t>(2 * x.nbytes()),
+                 static_cast<uint64_t>(3 * x.numel()), [=](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          acc_t sw = 0, sb = 0;
+          for (int64_t r = 0; r < m; ++r) {
+            const acc_t gv = gp[r * n + j];
+            sw += gv * (static_cast<acc_t>(xp[r * n + j]) - static_cast<acc_t>(mp[r])) * static_cast<acc_t>(rp[r]);
+            sb += gv;
+          }
+          if (dwp) dwp[j] = static_cast<scalar_t>(sw);
+          if (dbp) dbp[j] = static_cast<scalar_t>(sb);
+        }
+        return absl::OkStatus();
+      });
+    }
+  }), XXNPU_NN_FLOAT_TYPES);
+  if (dw.defined() && weight.scalar_type() != t) dw = dw.to(weight.scalar_type());
+  if (db.defined() && bias->scalar_type() != t) db = db.to(bias->scalar_type());
+  return {dx, dw, db};
+}
+
+// ---- dropout: a keep mask from the device generator (uniform_), then a scaled multiply.
+
+std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  const c10::DeviceGuard guard(input.device());
+  if (train.has_value() && !*train) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  if (p == 1) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
+  const at::Tensor noise = at::empty_like(input, input.options().dtype(at::kFloat)).uniform_(0, 1);
+  const at::Tensor mask = noise.ge(p);
+  const at::Tensor out = input.mul(mask).mul_(1.0 / (1.0 - p));
+  return {out, mask};
+}
+
+at::Tensor NativeDropoutBackward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
+  return grad.mul(mask).mul_(scale);
+}
+
+// ---- nll_loss: input [N, C] or [C] log-probabilities, target [N] or [] class indices.
+
+enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+
+void CheckNll(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  const int64_t n = self.dim() == 1 ? 1 : self.size(0);
+  TORCH_CHECK(self.dim() == 1 ? target.numel() == 1 || target.dim() == 0 : target.size(0) == n,
+              "size mismatch (got input: ", self.sizes(), ", target: ", target.sizes(), ")");
+  TORCH_CHECK(at::isIntegralType(target.scalar_type(), false), "expected target of an integer dtype, got ",
+              target.scalar_type());
+  const int64_t c = self.size(-1);
+  TORCH_CHECK(!weight.defined() || (weight.dim() == 1 && weight.numel() == c),
+              "weight tensor should be defined either for all ", c, " classes or no classes but got weight tensor of "
+              "shape: ", weight.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const at::Tensor& target,
+                                                  const std::optional<at::Tensor>& weight_opt, int64_t reduction,
+                                                  int64_t ignore_index) {
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  CheckNll(self, target, weight);
+  if (!at::isFloatingType(self.scalar_type())) {
+    return FallbackFor<at::_ops::nll_loss_forward>::call(self, target, weight_opt, reduction, ignore_index);
+  }
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor x = self.contiguous();
+  const at::Tensor t = target.to(self.device(), at::kLong).contiguous();
+  const at::Tensor w = weight.defined() ? weight.to(self.device(), self.scalar_type()).contiguous() : weight;
+  const int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
+  at::Tensor output = reduction == kNone && self.dim() == 2 ? at::empty({n}, x.options()) : at::empty({}, x.options());
+  at::Tensor total_weight = at::empty({}, x.options());
+  AT_DISPATCH_V2(x.scalar_type(), "xxnpu_nll_loss", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* xp = ConstView<scalar_t>(x);
+    const int64_t* tp = ConstView<int64_t>(t);
+    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
+    scalar_t* op = View<scalar_t>(output);
+    scalar_t* twp = View<scalar_t>(total_weight);
+    const bool per_sample = reduction == kNone && self.dim() == 2;
+    LaunchRows("xxnpu::nll_loss", x.device().index(), 1, n * c, static_cast<uint64_t>(n * (8 + x.element_size())),
+               static_cast<uint64_t>(2 * n), [=](int64_t, int64_t) {
+      acc_t sum = 0, wsum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t cls = tp[i];
+        if (cls == ignore_index) {
+          if (per_sample) op[i] = scalar_t(0);
+          continue;
+        }
+        if (cls < 0 || cls >= c) return absl::OutOfRangeError("nll_loss: Target " + std::to_string(cls) +
+                                                              " is out of bounds.");
+        const acc_t wv = wp ? static_cast<acc_t>(wp[cls]) : acc_t(1);
+        const acc_t loss = -static_cast<acc_t>(xp[i * c + cls]) * wv;
+        if (per_sample) op[i] = static_cast<scalar_t>(loss);
+        sum += loss;
+        wsum += wv;
+      }
+      if (!per_sample) op[0] = static_cast<scalar_t>(reduction == kMean ? sum / wsum : sum);
+      *twp = static_cast<scalar_t>(wsum);
+      return absl::OkStatus();
+    });
+  }), XXNPU_NN_FLOAT_TYPES);
+  return {output, total_weight};
+}
+
+at::Tensor NllLossBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                           const std::optional<at::Tensor>& weight_opt, int64_t reduction, int64_t ignore_index,
+                           const at::Tensor& total_weight) {
+  const at::Tensor weight = weight_opt.value_or(at::Tensor());
+  CheckNll(self, target, weight);
+  if (!at::isFloatingType(self.scalar_type())) {
+    return FallbackFor<at::_ops::nll_loss_backward>::call(grad_output, self, target, weight_opt, reduction,
+                                                          ignore_index, total_weight);
+  }
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor t = target.to(self.device(), at::kLong).contiguous();
+  const at::Tensor w = weight.defined() ? weight.to(self.device(), self.scalar_type()).contiguous() : weight;
+  const at::Tensor g = grad_output.to(self.scalar_type()).contiguous();
+  const at::Tensor tw = total_weight.to(self.scalar_type());
+  const int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
+  at::Tensor grad_input = at::zeros(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  AT_DISPATCH_V2(self.scalar_type(), "xxnpu_nll_loss_backward", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* tp = ConstView<int64_t>(t);
+    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
+    const scalar_t* gp = ConstView<scalar_t>(g);
+    const scalar_t* twp = ConstView<scalar_t>(tw);
+    scalar_t* dx = View<scalar_t>(grad_input);
+    const bool per_sample = reduction == kNone && self.dim() == 2;
+    LaunchRows("xxnpu::nll_loss_backward", self.device().index(), n, 1, static_cast<uint64_t>(n * 24),
+               static_cast<uint64_t>(2 * n), [=](int64_t begin, int64_t end) {
+      const acc_t scale = reduction == kMean ? acc_t(1) / static_cast<acc_t>(*twp) : acc_t(1);
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t cls = tp[i];
+        if (cls == ignore_index) continue;
+        if (cls < 0 || cls >= c) return absl::OutOfRangeError("nll_loss_backward: Target " + std::to_string(cls) +
+                                                              " is out of bounds.");
+        const acc_t wv = wp ? static_cast<acc_t>(wp[cls]) : acc_t(1);
+        const acc_t gv = per_sample ? static_cast<acc_t>(gp[i]) : static_cast<acc_t>(gp[0]);
+        dx[i * c + cls] = static_cast<scalar_t>(-wv * gv * scale);
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_NN_FLOAT_TYPES);
+  return grad_input;
+}
+
+// ---- embedding backward: rows of grad summed into [num_weights, D]; blocks own columns.
+
+at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights_s,
+                                  c10::SymInt padding_idx_s, bool scale_grad_by_freq) {
+  const int64_t num_weights = num_weights_s.expect_int();
+  const int64_t padding_idx = padding_idx_s.expect_int();
+  if (scale_grad_by_freq || !at::isFloatingType(grad_output.scalar_type())) {
+    return FallbackForSymInt<at::_ops::embedding_dense_backward>::call(grad_output, indices, num_weights_s, padding_idx_s,
+                                                                 scale_grad_by_freq);
+  }
+  const c10::DeviceGuard guard(grad_output.device());
+  const int64_t d = grad_output.size(-1);
+  const at::Tensor idx = indices.to(grad_output.device(), at::kLong).contiguous().view(-1);
+  const int64_t n = idx.numel();
+  const at::Tensor g = grad_output.contiguous().view({n, d});
+  at::Tensor out = at::zeros({num_weights, d}, grad_output.options());
+  AT_DISPATCH_V2(g.scalar_type(), "xxnpu_embedding_backward", AT_WRAP([&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const int64_t* ip = ConstView<int64_t>(idx);
+    const scalar_t* gp = ConstView<scalar_t>(g);
+    scalar_t* op = View<scalar_t>(out);
+    LaunchRows("xxnpu::embedding_backward", g.device().index(), d, n, static_cast<uint64_t>(2 * g.nbytes()),
+               static_cast<uint64_t>(g.numel()), [=](int64_t begin, int64_t end) {
+      // Accumulate in acc_t per output element: a column slice of the whole table.
+      std::vector<acc_t> acc(static_cast<size_t>(num_weights * (end - begin)), acc_t(0));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = ip[i];
+        if (row == padding_idx) continue;
+        if (row < 0 || row >= num_weights) {
+          return absl::OutOfRangeError("embedding_backward: index " + std::to_string(row) + " out of range [0, " +
+                                       std::to_string(num_weights) + ")");
+        }
+        for (int64_t j = begin; j < end; ++j) acc[row * (end - begin) + (j - begin)] += static_cast<acc_t>(gp[i * d + j]);
+      }
+      for (int64_t r = 0; r < num_weights; ++r) {
+        for (int64_t j = begin; j < end; ++j) op[r * d + j] = static_cast<scalar_t>(acc[r * (end - begin) + (j - begin)]);
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_NN_FLOAT_TYPES);
+  return out;
+}
+
+// scaled_dot_product_attention on xxnpu takes its math path (matmul, softmax, ...: native
+// kernels), forward and backward. 0 is sdp::SDPBackend::math.
+int64_t FusedSdpChoice(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                       double, bool, std::optional<double>, bool) {
+  return 0;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax.out", &SoftmaxOut<false>);
+  m.impl("_log_softmax.out", &SoftmaxOut<true>);
+  m.impl("_softmax_backward_data.out", &SoftmaxBackwardOut<false>);
+  m.impl("_log_softmax_backward_data.out", &SoftmaxBackwardOut<true>);
+  m.impl("native_layer_norm", &NativeLayerNorm);
+  m.impl("native_layer_norm_backward", &NativeLayerNormBackward);
+  m.impl("native_dropout", &NativeDropout);
+  m.impl("native_dropout_backward", &NativeDropoutBackward);
+  m.impl("nll_loss_forward", &NllLossForward);
+  m.impl("nll_loss_backward", &NllLossBackward);
+  m.impl("embedding_dense_backward", &EmbeddingDenseBackward);
+  m.impl("_fused_sdp_choice", &FusedSdpChoice);
+}
+
+}  // namespace
+}  // namespace xxnpu
