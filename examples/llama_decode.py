@@ -27,6 +27,7 @@ step had no CPU fallback); 1 otherwise.
 import argparse
 import dataclasses
 import math
+import statistics
 import sys
 import time
 import warnings
@@ -218,6 +219,7 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=Config.hidden)
     p.add_argument("--vocab", type=int, default=Config.vocab)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reps", type=int, default=3, help="timed runs per backend (the median is reported)")
     p.add_argument("--require-native-decode", action="store_true",
                    help="fail if any op of the decode step fell back to the CPU")
     args = p.parse_args(argv)
@@ -244,7 +246,11 @@ def main(argv=None):
     for name in ["cpu", "xxnpu"]:
         model = Model(cfg, weights, torch.device(name), dtype)
         run(model, prompts, sched, 2, dtype)  # warm-up (allocator, first-use paths)
-        results[name] = run(model, prompts, sched, args.new_tokens, dtype)
+        reps = [run(model, prompts, sched, args.new_tokens, dtype) for _ in range(max(1, args.reps))]
+        # The first run's results, the median prefill and decode times.
+        tokens, logits, _, _, fallbacks = reps[0]
+        results[name] = (tokens, logits, statistics.median(r[2] for r in reps), statistics.median(r[3] for r in reps),
+                         fallbacks)
     cpu_tokens, cpu_logits, cpu_pre, cpu_dec, _ = results["cpu"]
     x_tokens, _, x_pre, x_dec, fallbacks = results["xxnpu"]
     # The step-by-step comparison: xxnpu fed the CPU's tokens.
@@ -252,6 +258,7 @@ def main(argv=None):
 
     n_dec = len(prompt_lens) * (args.new_tokens - 1)
     cpu_tps, x_tps = n_dec / cpu_dec, n_dec / x_dec
+    print(f"medians of {max(1, args.reps)} runs")
     print(f"prefill ({sum(prompt_lens)} tokens): cpu {cpu_pre * 1e3:.1f} ms, xxnpu {x_pre * 1e3:.1f} ms")
     print(f"decode ({args.new_tokens - 1} steps x batch {len(prompt_lens)}): cpu {cpu_tps:.1f} tokens/s, "
           f"xxnpu {x_tps:.1f} tokens/s, xxnpu/cpu {x_tps / cpu_tps:.2f}x")

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -38,6 +39,13 @@
 #include "device/c10/torch_status.h"
 #include "device/runtime.h"
 #include "ops/device_loop.h"
+
+extern "C" {
+// BLAS (Fortran ABI), exported by libtorch_cpu.
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+            const int* ldc);
+}
 
 namespace xxnpu {
 namespace {
@@ -164,6 +172,16 @@ float SumSquares(int64_t n, Load load) {
     acc[0] += v * v;
   }
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// n elements (stride apart) of src as floats into dst; the dense case vectorizes.
+template <typename T>
+void LoadFloats(const T* src, int64_t stride, int64_t n, float* dst) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i * stride]);
+  }
 }
 
 // ================================================================== rms_norm
@@ -700,6 +718,32 @@ void ReshapeAndCacheXxnpu(const at::Tensor& key, const at::Tensor& value, at::Te
 }
 
 // ================================================================== paged_attention
+
+// Column-major single-precision GEMM, C = alpha * op(A) op(B) + beta * C, from the BLAS
+// torch's CPU build links and exports (MKL in the pip wheel; the Fortran entry point):
+// the attention's dot products run the code the CPU backend's matmul runs, ~20-40x a
+// plain loop (which gets no wider than SSE2 in a portable build).
+void Sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
+  const int ilda = static_cast<int>(lda), ildb = static_cast<int>(ldb), ildc = static_cast<int>(ldc);
+  sgemm_(&transa, &transb, &im, &in, &ik, &alpha, a, &ilda, b, &ildb, &beta, c, &ildc);
+}
+
+// The n rows (tokens) of one cache block for one kv head, row stride `row_stride`,
+// element stride `elem_stride`, as a float32 matrix with dense rows for Sgemm: the cache
+// memory itself when it already is one, else converted into `scratch`. Returns the
+// matrix and its leading dimension.
+template <typename T>
+std::pair<const float*, int64_t> BlockAsFloat(const T* p, int64_t n, int64_t D, int64_t row_stride,
+                                              int64_t elem_stride, std::vector<float>& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (elem_stride == 1 && row_stride >= D && row_stride <= INT_MAX) return {p, row_stride};
+  }
+  scratch.resize(n * D);
+  for (int64_t t = 0; t < n; ++t) LoadFloats(p + t * row_stride, elem_stride, D, &scratch[t * D]);
+  return {scratch.data(), D};
+}
 // Decode attention: query [num_seqs, num_heads, head_size] attends, per sequence s, to the
 // first seq_lens[s] tokens of its paged K/V: token t lives in block block_tables[s][t /
 // block_size], at offset t % block_size, of key_cache/value_cache [num_blocks, block_size,
@@ -816,6 +860,9 @@ at::Tensor PagedAttentionXxnpu(const at::Tensor& query, const at::Tensor& key_ca
   const std::array<int64_t, 4> vcs{value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
                                    value_cache.stride(3)};
   const float fscale = static_cast<float>(scale);
+  TORCH_CHECK(g.max_blocks * g.block_size * std::max<int64_t>(1, g.heads) <= INT_MAX, kOp,
+              ": a sequence's ", g.max_blocks * g.block_size, " tokens x ", g.heads,
+              " heads exceed the BLAS's 32-bit sizes");
   // Work item: one (sequence, kv head), so each K/V row is read once for its query group.
   // The cost figures assume full block tables (the lengths are on the device).
   const int64_t items = g.seqs * g.kv_heads;
@@ -836,9 +883,8 @@ at::Tensor PagedAttentionXxnpu(const at::Tensor& query, const at::Tensor& key_ca
       T* ov = DeviceView(op);
       const int64_t D = g.head_size, group = g.heads / g.kv_heads;
       // Scratch of this compute thread (a GPU block's shared memory).
-      thread_local std::vector<float> qf, row, scores, acc;
+      thread_local std::vector<float> qf, block, scores, acc;
       qf.resize(group * D);
-      row.resize(D);
       acc.resize(group * D);
       for (int64_t item = i0; item < i1; ++item) {
         const int64_t s = item / g.kv_heads, kvh = item % g.kv_heads;
@@ -854,21 +900,17 @@ at::Tensor PagedAttentionXxnpu(const at::Tensor& query, const at::Tensor& key_ca
           const T* q = qv + s * qs[0] + (kvh * group + j) * qs[1];
           for (int64_t d = 0; d < D; ++d) qf[j * D + d] = static_cast<float>(q[d * qs[2]]) * fscale;
         }
-        // Pass 1: scores = (q * scale) . k for every token, all heads of the group.
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t b = bt.Load(s, t / g.block_size);
+        // Pass 1, block by block: scores[j][t] = (q_j * scale) . k_t for the group's heads:
+        // column-major S^T (n x group, ld len) = K_block (n x D) . Q^T (D x group).
+        for (int64_t bi = 0; bi * g.block_size < len; ++bi) {
+          const int64_t b = bt.Load(s, bi);
           if (b < 0 || b >= g.num_blocks) {
-            return absl::OutOfRangeError(absl::StrCat(kOp, ": block_tables[", s, "][", t / g.block_size, "] = ", b,
+            return absl::OutOfRangeError(absl::StrCat(kOp, ": block_tables[", s, "][", bi, "] = ", b,
                                                       " is outside the cache's ", g.num_blocks, " blocks"));
           }
-          const T* k = kv + b * kcs[0] + (t % g.block_size) * kcs[1] + kvh * kcs[2];
-          for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(k[d * kcs[3]]);
-          for (int64_t j = 0; j < group; ++j) {
-            float dot = 0.0f;
-            const float* qj = &qf[j * D];
-            for (int64_t d = 0; d < D; ++d) dot += qj[d] * row[d];
-            scores[j * len + t] = dot;
-          }
+          const int64_t t0 = bi * g.block_size, n = std::min(g.block_size, len - t0);
+          const auto [kp, ldk] = BlockAsFloat(kv + b * kcs[0] + kvh * kcs[2], n, D, kcs[1], kcs[3], block);
+          Sgemm('T', 'N', n, group, D, 1.0f, kp, ldk, qf.data(), D, 0.0f, &scores[t0], len);
         }
         // Softmax per head, in place.
         for (int64_t j = 0; j < group && len > 0; ++j) {
@@ -882,16 +924,13 @@ at::Tensor PagedAttentionXxnpu(const at::Tensor& query, const at::Tensor& key_ca
           const float inv = 1.0f / sum;
           for (int64_t t = 0; t < len; ++t) sc[t] *= inv;
         }
-        // Pass 2: out = p @ v (the block table was validated in pass 1).
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t b = bt.Load(s, t / g.block_size);
-          const T* v = vv + b * vcs[0] + (t % g.block_size) * vcs[1] + kvh * vcs[2];
-          for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(v[d * vcs[3]]);
-          for (int64_t j = 0; j < group; ++j) {
-            const float p = scores[j * len + t];
-            float* a = &acc[j * D];
-            for (int64_t d = 0; d < D; ++d) a[d] += p * row[d];
-          }
+        // Pass 2 (the block table was validated in pass 1): acc_j += sum_t p_j[t] v_t:
+        // column-major acc^T (D x group) += V_block^T (D x n) . P^T (n x group, ld len).
+        for (int64_t bi = 0; bi * g.block_size < len; ++bi) {
+          const int64_t b = bt.Load(s, bi);
+          const int64_t t0 = bi * g.block_size, n = std::min(g.block_size, len - t0);
+          const auto [vp, ldv] = BlockAsFloat(vv + b * vcs[0] + kvh * vcs[2], n, D, vcs[1], vcs[3], block);
+          Sgemm('N', 'N', D, group, n, 1.0f, vp, ldv, &scores[t0], len, 1.0f, acc.data(), D);
         }
         for (int64_t j = 0; j < group; ++j) {
           T* o = ov + (s * g.heads + kvh * group + j) * D;

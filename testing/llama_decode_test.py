@@ -37,7 +37,7 @@ def _run(*args):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_llama_decode_matches_cpu(dtype):
     args = ["--layers", "2", "--hidden", "128", "--vocab", "512", "--new-tokens", "12", "--prompt-lens", "9,3,18",
-            "--dtype", dtype]
+            "--dtype", dtype, "--reps", "1"]
     if REQUIRE_NATIVE_DECODE:
         args.append("--require-native-decode")
     r, out = _run(*args)
@@ -63,7 +63,7 @@ def test_llama_decode_reports_fallbacks_and_fails_when_native_is_required():
     the custom ops alone, embedding/linear/argmax still fall back until their aten kernels
     land; once none does, the script passes and says so."""
     r, out = _run("--layers", "1", "--hidden", "64", "--vocab", "128", "--new-tokens", "3", "--prompt-lens", "4,2",
-                  "--require-native-decode")
+                  "--reps", "1", "--require-native-decode")
     if "decode-step CPU fallbacks: none" in out:
         assert r.returncode == 0, out + r.stderr
     else:
