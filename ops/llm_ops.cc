@@ -331,6 +331,17 @@ void FusedAddRmsNormXxnpu(at::Tensor& x, at::Tensor& residual, const at::Tensor&
       for (int64_t r = r0; r < r1; ++r) {
         T* xr = xv + r * xs0;
         T* rr = rv + r * rs0;
+        if (xs1 == 1 && rs1 == 1 && ws == 1) {  // dense rows: loops the compiler vectorizes
+          for (int64_t i = 0; i < hidden; ++i) {
+            rr[i] = static_cast<T>(static_cast<float>(xr[i]) + static_cast<float>(rr[i]));
+          }
+          const float inv = 1.0f / std::sqrt(SumSquares(hidden, [&](int64_t i) { return static_cast<float>(rr[i]); }) /
+                                                 static_cast<float>(hidden) + feps);
+          for (int64_t i = 0; i < hidden; ++i) {
+            xr[i] = static_cast<T>(static_cast<float>(rr[i]) * inv * static_cast<float>(wv[i]));
+          }
+          continue;
+        }
         for (int64_t i = 0; i < hidden; ++i) {
           rr[i * rs1] = static_cast<T>(static_cast<float>(xr[i * xs1]) + static_cast<float>(rr[i * rs1]));
         }
@@ -481,6 +492,18 @@ void RopeRow(const RopeOperand& o, int64_t t, const C* c, int64_t cs1, int64_t h
   for (int64_t h = 0; h < o.heads; ++h) {
     const T* xi = in + t * o.in_s[0] + h * o.in_s[1];
     T* xo = out + t * o.out_s[0] + h * o.out_s[1];
+    if (is_neox && o.in_s[2] == 1 && o.out_s[2] == 1 && cs1 == 1) {  // dense: vectorizes
+      for (int64_t i = 0; i < half; ++i) {
+        const float cos = static_cast<float>(c[i]), sin = static_cast<float>(c[half + i]);
+        const float x1 = static_cast<float>(xi[i]), x2 = static_cast<float>(xi[half + i]);
+        xo[i] = static_cast<T>(x1 * cos - x2 * sin);
+        xo[half + i] = static_cast<T>(x2 * cos + x1 * sin);
+      }
+      if (copy_pass) {
+        for (int64_t i = rot_dim; i < head_size; ++i) xo[i] = xi[i];
+      }
+      continue;
+    }
     for (int64_t i = 0; i < half; ++i) {
       const int64_t i1 = is_neox ? i : 2 * i;
       const int64_t i2 = is_neox ? i + half : 2 * i + 1;
