@@ -458,27 +458,45 @@ def test_mixed_devices_are_rejected():
                            torch.ones(1, dtype=torch.int32), 1.0)
 
 
+def test_second_device_and_side_stream():
+    """Kernels go to the tensors' device (not the current one) and its current stream."""
+    x, w = torch.randn(3, 16), torch.randn(16)
+    y = xx.rms_norm(x.to("xxnpu:1"), w.to("xxnpu:1"), 1e-6)
+    assert y.device == torch.device("xxnpu:1")
+    torch.testing.assert_close(y.cpu(), xx.rms_norm(x, w, 1e-6))
+    s = torch.xxnpu.Stream(device="xxnpu:1")
+    x1 = x.to("xxnpu:1")
+    torch.xxnpu.synchronize("xxnpu:1")
+    with torch.xxnpu.stream(s):
+        y2 = xx.silu_and_mul(x1)
+    s.synchronize()
+    torch.testing.assert_close(y2.cpu(), xx.silu_and_mul(x))
+    with pytest.raises(RuntimeError, match=r"expected all tensors on xxnpu:1 \(where x is\), but weight is on xxnpu:0"):
+        xx.rms_norm(x.to("xxnpu:1"), w.to("xxnpu:0"), 1e-6)
+
+
 def test_bad_device_index_values_fail_the_kernel_with_a_message():
     """Values only the device sees (they are on the device): the kernel fails, and the
-    error surfaces at the next synchronising call, naming the kernel and the value. The
-    kernels report them as out-of-range (absl kOutOfRange), which torch_xxnpu raises as
-    ValueError."""
+    error surfaces at the next synchronising call (at the call itself under
+    XXNPU_LAUNCH_BLOCKING=1), naming the kernel and the value. The kernels report them as
+    out-of-range (absl kOutOfRange), which torch_xxnpu raises as ValueError."""
     kc = xla(torch.zeros(4, 2, 2, 8))
-    xx.reshape_and_cache(xla(torch.randn(2, 2, 8)), xla(torch.randn(2, 2, 8)), kc, kc.clone(),
-                         xla(torch.tensor([1, 8])))
     with pytest.raises(ValueError, match=r"xxnpu::reshape_and_cache: slot_mapping\[1\] = 8 is outside the "
-                                           r"cache's 8 slots"):
+                                         r"cache's 8 slots"):
+        xx.reshape_and_cache(xla(torch.randn(2, 2, 8)), xla(torch.randn(2, 2, 8)), kc, kc.clone(),
+                             xla(torch.tensor([1, 8])))
         torch.xxnpu.synchronize()
-    out = xx.paged_attention(xla(torch.randn(2, 2, 8)), kc, kc, xla(torch.tensor([[0, 1], [2, 9]])),
-                             xla(torch.tensor([3, 4])), 1.0)
     with pytest.raises(ValueError, match=r"block_tables\[1\]\[1\] = 9 is outside the cache's 4 blocks"):
+        out = xx.paged_attention(xla(torch.randn(2, 2, 8)), kc, kc, xla(torch.tensor([[0, 1], [2, 9]])),
+                                 xla(torch.tensor([3, 4])), 1.0)
         out.cpu()
-    xx.paged_attention(xla(torch.randn(1, 2, 8)), kc, kc, xla(torch.tensor([[0, 1]])), xla(torch.tensor([5])), 1.0)
     with pytest.raises(ValueError, match=r"seq_lens\[0\] = 5 does not fit the block table's 2 blocks of 2 tokens"):
+        xx.paged_attention(xla(torch.randn(1, 2, 8)), kc, kc, xla(torch.tensor([[0, 1]])), xla(torch.tensor([5])),
+                           1.0)
         torch.xxnpu.synchronize()
-    xx.rotary_embedding(xla(torch.tensor([0, 8])), xla(torch.randn(2, 8)), xla(torch.randn(2, 8)), 8,
-                        xla(rope_cache(8, 8)), True)
     with pytest.raises(ValueError, match=r"positions\[1\] = 8 is outside the cos_sin_cache's rows \[0, 8\)"):
+        xx.rotary_embedding(xla(torch.tensor([0, 8])), xla(torch.randn(2, 8)), xla(torch.randn(2, 8)), 8,
+                            xla(rope_cache(8, 8)), True)
         torch.xxnpu.synchronize()
     # The device is usable afterwards.
     assert torch.equal((xla(torch.ones(2)) + xla(torch.ones(2))).cpu(), torch.full((2,), 2.0))
