@@ -220,6 +220,9 @@ def main(argv=None):
     p.add_argument("--vocab", type=int, default=Config.vocab)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reps", type=int, default=3, help="timed runs per backend (the median is reported)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="also profile a short xxnpu prefill + decode with torch.profiler: print the device "
+                        "kernels' table and write a chrome trace to PATH")
     p.add_argument("--require-native-decode", action="store_true",
                    help="fail if any op of the decode step fell back to the CPU")
     args = p.parse_args(argv)
@@ -289,6 +292,15 @@ def main(argv=None):
         print(f"MISMATCH: " + (f"logits differ by {max_diff:.2e} > {tol:g}" if max_diff > tol else
                                f"{int(unexplained.sum())} greedy choices differ with a clear margin"))
     print("generated tokens (xxnpu), sequence 0:", x_tokens[0].tolist())
+
+    if args.trace:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            run(model, prompts, sched, min(args.new_tokens, 4), dtype)
+        prof.export_chrome_trace(args.trace)
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
+        print(f"trace: {args.trace}")
 
     steps = args.new_tokens - 1
     if fallbacks:

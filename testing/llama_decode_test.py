@@ -6,6 +6,7 @@ Zero CPU fallbacks in the decode step is the issue's target; it needs native ate
 (linear/mm, embedding, argmax, ...). Set REQUIRE_NATIVE_DECODE (or the environment variable
 LLAMA_DECODE_REQUIRE_NATIVE=1) once they exist.
 """
+import json
 import os
 import re
 import subprocess
@@ -41,8 +42,18 @@ def test_llama_decode_matches_cpu(dtype):
     strict = dtype == "float32"
     args = ["--layers", "2", "--hidden", "128", "--vocab", "512", "--new-tokens", "12", "--prompt-lens", "9,3,18",
             "--dtype", dtype, "--reps", "1"] + (["--require-native-decode"] if strict else [])
+    trace = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"llama_decode_{dtype}.json")
+    if dtype == "bfloat16":
+        args += ["--trace", trace]
     r, out = _run(*args)
     assert "Traceback" not in r.stderr, r.stderr[-4000:]
+    if dtype == "bfloat16":
+        # The custom ops' kernels are on the profiler's device timeline.
+        with open(trace) as f:
+            names = {e.get("name") for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+        for op in ["rms_norm", "fused_add_rms_norm", "rotary_embedding", "reshape_and_cache", "paged_attention",
+                   "silu_and_mul"]:
+            assert f"xxnpu::{op}" in names, sorted(n for n in names if n)
     assert "MISMATCH" not in out, out
     m = re.search(r"logits \(xxnpu fed the cpu's tokens\): max \|diff\| (\S+) over prefill \+ 11 decode steps "
                   r"\(tolerance (\S+)\); greedy choices equal (\d+)/36", out)
