@@ -14,8 +14,11 @@
 // float32, float16 and bfloat16; the device kernels accumulate in float32.
 // Index values that live on the device (positions, slot_mapping, block_tables, seq_lens)
 // cannot be checked on the host without a synchronisation: the kernel checks them and
-// fails, which surfaces at the next synchronising call as a RuntimeError naming the
-// kernel and the bad value (as a CUDA device-side assert would, but with a message).
+// fails with kOutOfRange, which surfaces at the next synchronising call as a ValueError
+// naming the kernel and the bad value (as a CUDA device-side assert would, but with a
+// message).
+// paged_attention's dot products go through the BLAS torch links (sgemm_); silu_and_mul
+// and the attention softmax use a vectorizable exp (ExpF). See docs/llm-ops.md.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
