@@ -173,7 +173,8 @@ def synchronize(device):
 
 def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
     """Prefill + greedy decode. Returns (tokens [batch, new_tokens], logits per step on the
-    CPU, prefill seconds, decode seconds, fallback counts of the decode steps).
+    CPU, prefill seconds, decode seconds, (fallback counts of the prefill, of the decode
+    steps)).
 
     forced: tokens [batch, new_tokens] to feed instead of the model's own choices (teacher
     forcing), so that two runs' logits can be compared step by step even where a near-tie
@@ -182,8 +183,11 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
     kv = model.new_kv_cache(sched.num_blocks, dtype)
     inputs, last = sched.prefill()
     steps = [sched.decode(i) for i in range(new_tokens - 1)]
+    xxnpu = dev.type == "xxnpu"
     with torch.no_grad():
         synchronize(dev)
+        if xxnpu:
+            torch_xxnpu.ops.reset_fallback_counts()
         t0 = time.perf_counter()
         args = {k: v.to(dev) for k, v in inputs.items()}
         logits = model.forward(torch.cat(prompts).to(dev), **args, kv_cache=kv, last=last.to(dev))
@@ -191,7 +195,8 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
         synchronize(dev)
         t1 = time.perf_counter()
         all_logits, all_tokens = [logits], [tok]
-        if dev.type == "xxnpu":
+        prefill_fallbacks = torch_xxnpu.ops.fallback_counts() if xxnpu else {}
+        if xxnpu:
             torch_xxnpu.ops.reset_fallback_counts()
         # The decode loop queues work without waiting for the device: the next step's
         # tokens stay on the device, and the host-prepared inputs are copied in stream order.
@@ -205,9 +210,9 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
             all_tokens.append(tok)
         synchronize(dev)
         t2 = time.perf_counter()
-        fallbacks = torch_xxnpu.ops.fallback_counts() if dev.type == "xxnpu" else {}
+        decode_fallbacks = torch_xxnpu.ops.fallback_counts() if xxnpu else {}
     tokens = torch.stack([t.cpu() for t in all_tokens], dim=1)
-    return tokens, [l.cpu().float() for l in all_logits], t1 - t0, t2 - t1, fallbacks
+    return tokens, [l.cpu().float() for l in all_logits], t1 - t0, t2 - t1, (prefill_fallbacks, decode_fallbacks)
 
 
 def main(argv=None):
@@ -226,6 +231,8 @@ def main(argv=None):
     p.add_argument("--require-native-decode", action="store_true",
                    help="fail if any op of the decode step fell back to the CPU")
     args = p.parse_args(argv)
+    if args.new_tokens < 2:
+        p.error("--new-tokens must be at least 2 (the prefill's token and one decode step)")
     dtype = getattr(torch, args.dtype)
     cfg = Config(layers=args.layers, hidden=args.hidden, vocab=args.vocab)
     prompt_lens = [int(n) for n in args.prompt_lens.split(",")]
@@ -255,7 +262,7 @@ def main(argv=None):
         results[name] = (tokens, logits, statistics.median(r[2] for r in reps), statistics.median(r[3] for r in reps),
                          fallbacks)
     cpu_tokens, cpu_logits, cpu_pre, cpu_dec, _ = results["cpu"]
-    x_tokens, _, x_pre, x_dec, fallbacks = results["xxnpu"]
+    x_tokens, _, x_pre, x_dec, (prefill_fallbacks, fallbacks) = results["xxnpu"]
     # The step-by-step comparison: xxnpu fed the CPU's tokens.
     forced_tokens, x_logits, _, _, _ = run(model, prompts, sched, args.new_tokens, dtype, forced=cpu_tokens)
 
@@ -303,6 +310,9 @@ def main(argv=None):
         print(f"trace: {args.trace}")
 
     steps = args.new_tokens - 1
+    print("prefill CPU fallbacks: " + (", ".join(f"{op} {n}" for op, n in sorted(prefill_fallbacks.items(),
+                                                                                key=lambda kv: -kv[1]))
+                                       or "none"))
     if fallbacks:
         per_step = ", ".join(f"{op} {n / steps:g}" for op, n in sorted(fallbacks.items(), key=lambda kv: -kv[1]))
         print(f"decode-step CPU fallbacks: {sum(fallbacks.values()) / steps:g} per step ({per_step})")
