@@ -37,23 +37,23 @@ def worker(rank, world, store_path, sizes, iters, queue):
     rows = []
     for nbytes in sizes:
         n = nbytes // 4
-        times = {}
-        for device in ("cpu", "xxnpu"):
-            t = torch.ones(n, device=device)
-            for _ in range(2):  # warm-up: connections, allocator, first-touch
+        tensors = {"cpu": torch.ones(n), "xxnpu": torch.ones(n, device="xxnpu")}
+        for t in tensors.values():
+            for _ in range(2):  # warm-up: connections, allocator, first touch
                 dist.all_reduce(t)
-            if device == "xxnpu":
-                torch.xxnpu.synchronize()
-            samples = []
-            for _ in range(iters):
+        torch.xxnpu.synchronize()
+        samples = {"cpu": [], "xxnpu": []}
+        for i in range(iters):
+            # Interleaved, alternating which goes first: load from other processes on the
+            # machine hits both backends alike.
+            for device in ("cpu", "xxnpu") if i % 2 == 0 else ("xxnpu", "cpu"):
                 dist.barrier(device_ids=[0])  # start together (same for both devices)
                 start = time.perf_counter()
-                dist.all_reduce(t)
+                dist.all_reduce(tensors[device])
                 if device == "xxnpu":
                     torch.xxnpu.synchronize()
-                samples.append(time.perf_counter() - start)
-            times[device] = statistics.median(samples)
-        rows.append((nbytes, times["cpu"], times["xxnpu"]))
+                samples[device].append(time.perf_counter() - start)
+        rows.append((nbytes, statistics.median(samples["cpu"]), statistics.median(samples["xxnpu"])))
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()
