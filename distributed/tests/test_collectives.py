@@ -1,7 +1,13 @@
 """Every xxccl collective and reduce op with real data between 2 and 4 processes on
 loopback, checked against the values computed locally from every rank's inputs; plus
 registration (default backend, "cpu:gloo,xxnpu:xxccl")."""
+import os
+import sys
+
 import pytest
+
+# Bazel's runfiles make this directory a package; the harness is imported as a sibling.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from dist_harness import check_all_ok, run_ranks
 

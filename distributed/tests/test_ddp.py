@@ -1,5 +1,11 @@
 """DistributedDataParallel on 2 xxccl ranks trains a small model exactly as one process
 does on the whole batch."""
+import os
+import sys
+
+# Bazel's runfiles make this directory a package; the harness is imported as a sibling.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 from dist_harness import check_all_ok, run_ranks
 
 STEPS = 5

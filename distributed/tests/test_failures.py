@@ -1,7 +1,12 @@
 """Failure behaviour of xxccl: a dead or absent rank fails the others within the timeout
 with a clear error; tensors that differ across ranks, or are on the wrong device, give
 clear errors instead of hangs or garbage."""
+import os
+import sys
 import time
+
+# Bazel's runfiles make this directory a package; the harness is imported as a sibling.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from dist_harness import run_ranks
 

@@ -3,6 +3,11 @@ caller's queued work, work.wait() orders the caller's stream after it without bl
 the host, compute overlaps communication, and each collective is a named kernel with its
 bytes on the profiler's device timeline."""
 import json
+import os
+import sys
+
+# Bazel's runfiles make this directory a package; the harness is imported as a sibling.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from dist_harness import check_all_ok, run_ranks
 
