@@ -120,9 +120,14 @@ TEST_F(XxcclBackendTest, CollectiveRunsOnItsOwnStream) {
   at::Tensor x = Ones(16);
   GetCurrentXxnpuStream(0).synchronize();
   std::vector<at::Tensor> tensors{x};
-  host_->delay = std::chrono::milliseconds(200);
+  host_->delay = std::chrono::milliseconds(500);
   auto work = backend_->allreduce(tensors, c10d::AllreduceOptions());
-  // Not waited: the current stream is free while the comm stream holds the collective.
+  // Not waited: the current stream drains (it only records the comm stream's "inputs
+  // ready" event) while the comm stream still holds the collective.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+  while (!GetCurrentXxnpuStream(0).query() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_TRUE(GetCurrentXxnpuStream(0).query());
   EXPECT_FALSE(work->isCompleted());
   work->wait();
