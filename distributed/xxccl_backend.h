@@ -10,7 +10,7 @@
 // (ProcessGroupGloo, created by the Python creator on the same store) and runs the
 // collective synchronously on the comm stream's device thread. It reads device memory
 // through DeviceView() while it runs, as a NIC doing RDMA from device memory would
-// (XXCCL_STAGING=1 stages through pinned host buffers instead; docs/distributed.md
+// (XXCCL_STAGING=1 stages through host buffers instead; docs/distributed.md
 // compares both). Since the kernel is launched through xxnpuLaunchKernel, it shows on
 // the profiler's device timeline with its name and bytes.
 //
@@ -170,7 +170,7 @@ class XxcclBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   // Host views of the tensors a kernel works on (CPU tensors over device memory, or
-  // pinned copies in staging mode), handed to the kernel's host operation.
+  // host copies in staging mode), handed to the kernel's host operation.
   using HostTensors = std::vector<at::Tensor>;
   // Runs on the comm stream's device thread: the collective on host views, to completion.
   using HostOp = std::function<void(std::vector<HostTensors>& views)>;
