@@ -416,6 +416,9 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::Launch(c10d::OpType type, const cha
           for (size_t i = 0; i < views[g].size(); ++i) DeviceMemoryView(args->groups[g][i]).copy_(views[g][i]);
         }
       }
+    } catch (const c10::Error& e) {
+      // Without the C++ backtrace: the message is what the user needs.
+      error = c10::str(name, " failed on rank ", rank_, ": ", e.what_without_backtrace());
     } catch (const std::exception& e) {
       error = c10::str(name, " failed on rank ", rank_, ": ", e.what());
     }
@@ -561,9 +564,11 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::_allgather_base(at::Tensor& output,
   return Launch(c10d::OpType::_ALLGATHER_BASE, name, {{input}, {output}}, {false, true}, {output},
                 [this, name, dtype, numel](std::vector<HostTensors>& v) {
                   CheckAgreement(c10d::OpType::_ALLGATHER_BASE, name, dtype, numel);
-                  // Gloo gathers straight into per-rank slices of the flat output.
+                  // Gloo gathers straight into per-rank slices of the flat output (it wants
+                  // the input's sizes to match the slices', so both are flat).
+                  std::vector<at::Tensor> in{v[0][0].reshape({-1})};
                   std::vector<std::vector<at::Tensor>> out{v[1][0].reshape({-1}).chunk(size_)};
-                  WaitHost(host_->allgather(out, v[0], c10d::AllgatherOptions()), name);
+                  WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
                 });
 }
 
@@ -617,7 +622,7 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allgather_into_tensor_coalesced(std
                 [this, name, dtype, total](std::vector<HostTensors>& v) {
                   CheckAgreement(c10d::OpType::ALLGATHER_COALESCED, name, dtype, total);
                   for (size_t i = 0; i < v[0].size(); ++i) {
-                    std::vector<at::Tensor> in{v[0][i]};
+                    std::vector<at::Tensor> in{v[0][i].reshape({-1})};
                     std::vector<std::vector<at::Tensor>> out{v[1][i].reshape({-1}).chunk(size_)};
                     WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
                   }

@@ -76,6 +76,9 @@ def all_collectives(rank, world):
     out = torch.empty(world * 6, device=DEV)
     dist.all_gather_into_tensor(out, _vals(rank).to(DEV))
     _expect("all_gather_into_tensor", out, torch.cat([_vals(r) for r in ranks]))
+    out = torch.empty(world * 2, 3, device=DEV)  # 2-D, as FSDP's shards
+    dist.all_gather_into_tensor(out, _vals(rank).view(2, 3).to(DEV))
+    _expect("all_gather_into_tensor 2-D", out, torch.cat([_vals(r).view(2, 3) for r in ranks]))
     done.append("all_gather")
 
     # reduce_scatter: rank r's input chunk i is _vals(r) + i; rank i keeps the reduction of chunk i.

@@ -1,5 +1,5 @@
-"""DistributedDataParallel on 2 xxccl ranks trains a small model exactly as one process
-does on the whole batch."""
+"""DistributedDataParallel and FSDP2 (fully_shard) on 2 xxccl ranks train a small model
+exactly as one process does on the whole batch."""
 import os
 import sys
 
@@ -43,10 +43,31 @@ def train_ddp(rank, world):
     return [p.detach().cpu().tolist() for p in model.module.parameters()]
 
 
-def test_ddp_matches_single_process():
+def train_fsdp2(rank, world):
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = _model().to("xxnpu")
+    mesh = init_device_mesh("xxnpu", (world,))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)  # all_gather_into_tensor / reduce_scatter_tensor
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    per_rank = 8 // world
+    for step in range(STEPS):
+        x, y = _batch(step)
+        x, y = x[rank * per_rank : (rank + 1) * per_rank], y[rank * per_rank : (rank + 1) * per_rank]
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x.to("xxnpu")), y.to("xxnpu")).backward()
+        opt.step()
+    return [p.full_tensor().detach().cpu().tolist() for p in model.parameters()]
+
+
+def _check_against_single_process(results):
     import torch
 
-    results = check_all_ok(run_ranks(train_ddp, 2))
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(STEPS):
@@ -61,3 +82,11 @@ def test_ddp_matches_single_process():
             assert torch.allclose(got, want, atol=1e-5), f"rank {rank}: max diff {(got - want).abs().max()}"
     # And the initial state differed from the trained one (the test would catch no-op training).
     assert any(not torch.allclose(a, b) for a, b in zip(reference, _model().parameters()))
+
+
+def test_ddp_matches_single_process():
+    _check_against_single_process(check_all_ok(run_ranks(train_ddp, 2)))
+
+
+def test_fsdp2_matches_single_process():
+    _check_against_single_process(check_all_ok(run_ranks(train_fsdp2, 2)))
