@@ -25,4 +25,5 @@ PYBIND11_MODULE(_C, m) {
   xxnpu::InitDeviceBindings(m);
   xxnpu::InitOpsBindings(m);
   xxnpu::InitProfilerBindings(m);
+  xxnpu::InitDistributedBindings(m);
 }

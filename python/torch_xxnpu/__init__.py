@@ -50,5 +50,8 @@ def _register_backend():
 _register_backend()
 
 from torch_xxnpu import ops  # noqa: E402
+from torch_xxnpu import distributed  # noqa: E402
 
-__all__ = ["__version__", "ops"]
+distributed._register()  # torch.distributed's "xxccl" backend for xxnpu tensors
+
+__all__ = ["__version__", "distributed", "ops"]

@@ -1,0 +1,218 @@
+// xxccl: the c10d backend for xxnpu tensors (torch.distributed's "xxccl").
+//
+// Semantics are NCCL's: every collective is one communication kernel ("xxccl:<op>") on a
+// dedicated per-group communication stream of the device. That stream first waits for
+// the caller's current stream (so inputs are ready), and Work::wait() makes the caller's
+// current stream wait for the kernel without blocking the host. Compute queued
+// afterwards on other streams overlaps the communication.
+//
+// Transport: the kernel hands the tensors' device memory to a host-side c10d backend
+// (ProcessGroupGloo, created by the Python creator on the same store) and runs the
+// collective synchronously on the comm stream's device thread. It reads device memory
+// through DeviceView() while it runs, as a NIC doing RDMA from device memory would
+// (XXCCL_STAGING=1 stages through host buffers instead; docs/distributed.md
+// compares both). Since the kernel is launched through xxnpuLaunchKernel, it shows on
+// the profiler's device timeline with its name and bytes.
+//
+// Failure: Gloo's own timeout bounds every collective; a failed collective fails its
+// kernel (the comm stream's sticky error), marks the whole group failed (later calls
+// raise at once, naming the first failure), and makes the stream that waits on it fail
+// too, so the caller's next synchronisation raises instead of reading stale data.
+// Before each collective the ranks compare (op, dtype, element count) with a small
+// all-gather, so mismatched tensors give a clear error instead of a hang or garbage
+// (XXCCL_CHECK_SHAPES=0 skips it).
+#ifndef TORCH_XXNPU_DISTRIBUTED_XXCCL_BACKEND_H_
+#define TORCH_XXNPU_DISTRIBUTED_XXCCL_BACKEND_H_
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device/c10/xxnpu_stream.h"
+
+namespace xxnpu::distributed {
+
+// What all works of one group share: the first failure, which poisons the group.
+struct GroupState {
+  std::mutex mu;
+  std::string error;  // empty while healthy
+};
+
+// One collective's completion, written by its comm kernel.
+struct WorkState {
+  std::mutex mu;
+  bool done = false;
+  std::string error;
+};
+
+// Runtime events for ordering streams, recycled once the device has passed them.
+// Destroying a runtime event waits for its pending record, so works and launches never
+// destroy theirs: that would make every collective block the host.
+class EventPool {
+ public:
+  explicit EventPool(c10::DeviceIndex device) : device_(device) {}
+  ~EventPool();
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+
+  xxnpuEvent_t Acquire();
+  // The event may still have a record in flight; it is reused only after it completes.
+  void Release(xxnpuEvent_t event);
+
+ private:
+  c10::DeviceIndex device_;
+  std::mutex mu_;
+  std::vector<xxnpuEvent_t> free_;
+  std::vector<xxnpuEvent_t> all_;
+};
+
+class XxcclWork : public c10d::Work {
+ public:
+  XxcclWork(int rank, c10d::OpType type, const char* name, XxnpuStream comm, std::shared_ptr<WorkState> state,
+            std::shared_ptr<GroupState> group, std::shared_ptr<EventPool> events, std::vector<at::Tensor> outputs,
+            bool blocking);
+  ~XxcclWork() override;
+
+  // True once the comm stream has passed the kernel (non-blocking).
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  // NCCL semantics: the current stream of the work's device waits for the collective;
+  // the host does not (unless the work is blocking, like barrier, or a timeout is given).
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+  // Completed at launch, with the comm stream's event: waiting on it (or on a then()
+  // callback) orders the waiter's stream after the collective, as DDP's hooks expect.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  void BlockCurrentStream();
+  void ThrowIfFailed() const;
+  // Empty while the collective has not failed (nor been skipped after a group failure).
+  std::string Failure() const;
+
+  const char* name_;
+  XxnpuStream comm_;
+  std::shared_ptr<WorkState> state_;
+  std::shared_ptr<GroupState> group_;
+  std::shared_ptr<EventPool> events_;
+  xxnpuEvent_t done_event_;  // recorded on the comm stream right after the kernel
+  std::vector<at::Tensor> outputs_;
+  bool blocking_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class XxcclBackend : public c10d::Backend {
+ public:
+  // `host` is a CPU backend (Gloo) on the same ranks that moves the bytes.
+  XxcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout);
+  ~XxcclBackend() override;
+
+  const std::string getBackendName() const override { return "xxccl"; }
+  bool supportsCoalescing() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+
+  // Coalescing (batch_isend_irecv, _coalescing_manager): point-to-point ops issued in
+  // between are posted together by one kernel, so a ring of sends and receives cannot
+  // deadlock the way serialised blocking sends would.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Host views of the tensors a kernel works on (CPU tensors over device memory, or
+  // host copies in staging mode), handed to the kernel's host operation.
+  using HostTensors = std::vector<at::Tensor>;
+  // Runs on the comm stream's device thread: the collective on host views, to completion.
+  using HostOp = std::function<void(std::vector<HostTensors>& views)>;
+
+ private:
+  struct PendingP2P {
+    bool is_send;
+    at::Tensor tensor;
+    int peer;
+    int tag;
+  };
+
+  // Queues one comm kernel named `name` working on `groups` of tensors (each group is
+  // given to `op` as host views; outputs are the groups marked in `written`).
+  c10::intrusive_ptr<c10d::Work> Launch(c10d::OpType type, const char* name, std::vector<std::vector<at::Tensor>> groups,
+                                        std::vector<bool> written, std::vector<at::Tensor> outputs, HostOp op,
+                                        bool blocking = false, c10::DeviceIndex device = -1);
+  c10::intrusive_ptr<c10d::Work> P2P(bool is_send, const at::Tensor& tensor, int peer, int tag);
+  c10::intrusive_ptr<c10d::Work> LaunchP2P(const char* name, c10d::OpType type, std::vector<PendingP2P> ops);
+  // The device all tensors are on, after checking they are usable xxnpu tensors.
+  c10::DeviceIndex CheckTensors(const char* op, const std::vector<std::vector<at::Tensor>>& groups);
+  XxnpuStream CommStream(c10::DeviceIndex device);
+  // Inside a kernel: the ranks agree on (op, dtype, count) or all raise a clear error.
+  void CheckAgreement(c10d::OpType type, const char* name, at::ScalarType dtype, int64_t count);
+  // Waits for a host work inside a kernel, bounded by the group's timeout.
+  void WaitHost(const c10::intrusive_ptr<c10d::Work>& work, const char* name);
+  void ThrowIfGroupFailed(const char* op);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> host_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<GroupState> group_state_;
+  bool check_shapes_;
+  bool staging_;
+
+  std::mutex mu_;
+  std::optional<XxnpuStream> comm_;  // created on the group's device at first use
+  std::shared_ptr<EventPool> events_;  // of the comm stream's device
+  bool coalescing_ = false;
+  std::vector<PendingP2P> pending_p2p_;
+};
+
+}  // namespace xxnpu::distributed
+
+#endif  // TORCH_XXNPU_DISTRIBUTED_XXCCL_BACKEND_H_
