@@ -1,8 +1,8 @@
 """python -m torch_xxnpu.testing.opcheck on small op subsets.
 
 Proves that the sweep reports native vs fallback consistently, writes its reports, compares
-gradients, honours --native-only and baselines (wrong kernels, crashes and hangs:
-opcheck_faults_test.py). Works whatever set of kernels is native: it checks that the
+gradients and baselines (--native-only: opcheck_native_only_test.py; wrong kernels,
+crashes and hangs: opcheck_faults_test.py). Works whatever set of kernels is native: it checks that the
 report agrees with the fallback counters rather than naming which ops are native (add is,
 since the seed).
 """
@@ -74,20 +74,6 @@ def test_sweep_reports_native_fallback_and_writes_reports(tmp_path):
     # The run against itself as a baseline: nothing regressed (the CLI's baseline exit codes:
     # opcheck_faults_test).
     assert report.diff(doc, doc) == ([], [])
-
-
-def test_native_only_skips_fallback_ops(tmp_path):
-    r = _run(tmp_path, "--ops", "add,abs,nn.functional.relu", "--dtypes", "float32", "--native-only",
-             "--json", "out.json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    _, rows = _rows(tmp_path / "out.json")
-    assert rows[("add", "float32")]["status"] == "pass"
-    for key in [("abs", "float32"), ("nn.functional.relu", "float32")]:
-        row = rows[key]
-        if row["execution"] == "fallback":
-            assert row["status"] == "skipped" and row["reason"].startswith("not native"), row
-        else:
-            assert row["status"] == "pass", row
 
 
 def test_unknown_op_and_dtype_are_usage_errors(tmp_path):
