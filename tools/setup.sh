@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgtest-dev libgmock-dev
               libbenchmark-dev pkg-config g++ openjdk-17-jdk-headless)
 # torch's CPU wheel is pinned: an unpinned torch pulls a multi-GB CUDA build.
-PIP_PACKAGES=(torch==2.13.0 pytest numpy)
+# expecttest: torch.testing._internal (OpInfo database, device-generic tests) imports it.
+PIP_PACKAGES=(torch==2.13.0 pytest numpy expecttest==0.3.0)
 PYTHON="${PYTHON:-python3}"
 
 say() { echo "[setup] $*"; }

@@ -1,0 +1,129 @@
+"""python -m torch_xxnpu.testing.opcheck on small op subsets.
+
+Proves that the sweep reports native vs fallback consistently, writes its reports, compares
+gradients and baselines (--native-only: opcheck_native_only_test.py; wrong kernels,
+crashes and hangs: opcheck_faults_test.py). Works whatever set of kernels is native: it checks that the
+report agrees with the fallback counters rather than naming which ops are native (add is,
+since the seed).
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch_xxnpu  # noqa: F401
+
+from torch_xxnpu.testing import opcheck, report
+
+
+def _run(tmp_path, *args, timeout=600):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
+                                                     env.get("PYTHONPATH", "")] if p)
+    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(path):
+    with open(path) as f:
+        doc = json.load(f)
+    return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
+
+
+def _check_execution_consistent(row):
+    if row["status"] in ("crashed", "timeout"):
+        return
+    if row.get("execution") == "native":
+        assert not row.get("fallback_ops"), row
+    elif row.get("execution") == "fallback":
+        assert row.get("fallback_ops"), row
+
+
+def test_sweep_reports_native_fallback_and_writes_reports(tmp_path):
+    r = _run(tmp_path, "--ops", "add,mul,abs,sum,xxnpu::add", "--dtypes", "float32,int64,bfloat16", "--backward",
+             "-j", "2", "--json", "out.json", "--markdown", "out.md", "--html", "out.html")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc, rows = _rows(tmp_path / "out.json")
+    for op in ("add", "mul", "abs", "sum", "xxnpu::add"):
+        for dt in ("float32", "int64", "bfloat16"):
+            row = rows[(op, dt)]
+            assert row["status"] == "pass", row
+            assert row["samples"] > 0
+            _check_execution_consistent(row)
+    # add has had a native kernel since the seed; its float32 samples all run natively.
+    assert rows[("add", "float32")]["execution"] == "native"
+    assert rows[("add", "float32")]["native_kernel"] is True
+    assert rows[("xxnpu::add", "float32")]["kind"] == "custom"
+    assert rows[("xxnpu::add", "float32")]["execution"] == "native"
+    # Gradients: compared for floating dtypes, not for integers.
+    assert rows[("mul", "float32")]["backward"]["status"] == "pass"
+    assert rows[("xxnpu::add", "float32")]["backward"]["status"] == "pass"
+    assert "backward" not in rows[("mul", "int64")]
+    # Tolerances: the OpInfo's or assert_close's, recorded per row.
+    assert rows[("add", "bfloat16")]["rtol"] >= 1.6e-2
+    assert rows[("add", "int64")]["rtol"] == 0 and rows[("add", "int64")]["atol"] == 0
+    md = (tmp_path / "out.md").read_text()
+    assert "python -m torch_xxnpu.testing.opcheck --no-progress --ops add,mul" in md
+    assert "| float32 |" in md and "## Failing rows (0)" in md
+    html = (tmp_path / "out.html").read_text()
+    assert "<table id='rows'>" in html and "xxnpu::add" in html
+    assert "opcheck: 5 ops, 15 (op, dtype) pairs" in r.stdout
+    # The run against itself as a baseline: nothing regressed (the CLI's baseline exit codes:
+    # opcheck_faults_test).
+    assert report.diff(doc, doc) == ([], [])
+
+
+def test_unknown_op_and_dtype_are_usage_errors(tmp_path):
+    r = _run(tmp_path, "--ops", "add", "--dtypes", "float33")
+    assert r.returncode != 0 and "unknown dtype 'float33'" in r.stderr
+    cases = opcheck.load_cases(["xxnpu"], with_opinfo=False)
+    with pytest.raises(SystemExit, match="no such op: no_such_op"):
+        opcheck.select_cases(cases, "no_such_op")
+    assert [c.name for c in opcheck.select_cases(cases, "xxnpu.add")] == ["xxnpu::add"]
+
+
+# ---- in-process unit tests of the comparison and the device copies
+
+
+def test_compare_tolerances_nan_inf_and_metadata():
+    t = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0])
+    ok, a, r, _ = opcheck.compare(t.to("xxnpu"), t, 1.3e-6, 1e-5)
+    assert ok and a == 0 and r == 0
+    ok, a, r, msg = opcheck.compare((t * 1.001).to("xxnpu"), t, 1.3e-6, 1e-5)
+    assert not ok and "differ" in msg and math.isclose(a, 1e-3, rel_tol=1e-3)
+    ok, _, _, msg = opcheck.compare(torch.tensor([1.0, 2.0]).to("xxnpu"), torch.tensor([1.0, float("nan")]), 0, 0)
+    assert not ok
+    ok, _, _, msg = opcheck.compare(torch.ones(2, dtype=torch.float64).to("xxnpu"), torch.ones(2), 0, 0)
+    assert not ok and "dtype float64 on xxnpu, float32 on CPU" in msg
+    ok, _, _, msg = opcheck.compare(torch.ones(2), torch.ones(2), 0, 0)
+    assert not ok and "expected an xxnpu tensor" in msg
+    ok, _, _, _ = opcheck.compare((torch.ones(2, device="xxnpu"), 3), (torch.ones(2), 3), 0, 0)
+    assert ok
+
+
+def test_device_copies_keep_strides_offsets_and_grad():
+    base = torch.arange(60.0).view(6, 10)
+    for t in (base[1:5:2, 2::3], base.t(), base[2].expand(4, 10), base[0, 0]):
+        d = opcheck._copy_to(t, "xxnpu")
+        assert d.device.type == "xxnpu"
+        assert d.stride() == t.stride() and d.storage_offset() == t.storage_offset()
+        assert torch.equal(d.cpu(), t)
+    g = opcheck._copy_to(torch.randn(3, requires_grad=True), "xxnpu")
+    assert g.requires_grad and g.is_leaf
+
+
+def test_report_diff_flags_regressions_and_lost_native_kernels():
+    base = {"rows": [{"op": "a", "dtype": "float32", "status": "pass", "execution": "native"},
+                     {"op": "b", "dtype": "float32", "status": "fail", "execution": "native"},
+                     {"op": "c", "dtype": "float32", "status": "pass", "execution": "native"}]}
+    new = {"rows": [{"op": "a", "dtype": "float32", "status": "error", "execution": "native", "reason": "boom"},
+                    {"op": "b", "dtype": "float32", "status": "pass", "execution": "native"},
+                    {"op": "c", "dtype": "float32", "status": "pass", "execution": "fallback",
+                     "fallback_ops": {"aten::c": 1}}]}
+    regressions, improvements = report.diff(base, new)
+    assert any(s.startswith("a float32: pass -> error") for s in regressions)
+    assert any("c float32: was native, now falls back for aten::c" in s for s in regressions)
+    assert improvements == ["b float32: fail -> pass"]
