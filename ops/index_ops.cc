@@ -1,6 +1,6 @@
 // Indexing and data-movement ops on xxnpu: cat, index_select, gather, scatter
 // (+ scatter_add), advanced indexing (index / index_put_), nonzero, masked_select,
-// tril/triu, arange, cumsum, sort, topk.
+// tril/triu, arange, linspace, repeat_interleave, cumsum, sort, topk.
 //
 // Moving elements does not depend on their type, only on their size: those kernels are
 // instantiated per element size (1, 2, 4, 8 bytes), not per dtype, which keeps this file's
@@ -198,7 +198,8 @@ at::Tensor IndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 void CheckGatherScatter(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   CheckSameDevice(op, "index", index, self.device());
-  TORCH_CHECK(index.scalar_type() == at::kLong, op, "(): Expected dtype int64 for index, got ", index.scalar_type());
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              "(): Expected dtype int32 or int64 for index, got ", index.scalar_type());
   TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0 || (self.dim() == 0 && index.dim() <= 1), op,
               "(): Index tensor must have the same number of dimensions as input tensor");
   for (int64_t d = 0; d < index.dim() && index.dim() == self.dim(); ++d) {
@@ -286,7 +287,7 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
       }
       return absl::OkStatus();
     });
-  }), XXNPU_INDEX_TYPES, at::kBool);
+  }), XXNPU_INDEX_TYPES, AT_EXPAND(AT_COMPLEX_TYPES), at::kBool);
 }
 
 at::Tensor& ScatterCommon(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -505,7 +506,7 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
       }
       return absl::OkStatus();
     });
-  }), XXNPU_INDEX_TYPES, at::kBool);
+  }), XXNPU_INDEX_TYPES, AT_EXPAND(AT_COMPLEX_TYPES), at::kBool);
   return self;
 }
 
@@ -634,10 +635,12 @@ at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
   TORCH_CHECK(((st > 0) && (e >= s)) || ((st < 0) && (e <= s)), "upper bound and larger bound inconsistent with step sign");
   int64_t size;
-  if (at::isIntegralType(out.scalar_type(), true) && start.isIntegral(true) && end.isIntegral(true) &&
-      step.isIntegral(true)) {
-    const int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
-    size = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+  if (out.scalar_type() == at::kLong) {
+    // As ATen: for int64 results the bounds and step are truncated to integers first.
+    const int64_t a = start.to<int64_t>(), b = end.to<int64_t>(), c = step.to<int64_t>();
+    TORCH_CHECK(c != 0, "step must be nonzero");
+    const int64_t sgn = (c > 0) - (c < 0);
+    size = static_cast<int64_t>(std::ceil(static_cast<double>((b - a + c - sgn) / c)));
   } else {
     size = static_cast<int64_t>(std::ceil((e - s) / st));
   }
@@ -648,7 +651,7 @@ at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   char* op = size ? View(target) : nullptr;
   AT_DISPATCH_V2(out.scalar_type(), "xxnpu_arange", AT_WRAP([&] {
     const bool integral = at::isIntegralType(out.scalar_type(), true);
-    const int64_t si = integral ? start.toLong() : 0, sti = integral ? step.toLong() : 0;
+    const int64_t si = integral ? start.to<int64_t>() : 0, sti = integral ? step.to<int64_t>() : 0;
     LaunchItems("xxnpu::arange", out.device().index(), size, 65536, static_cast<uint64_t>(size * sizeof(scalar_t)),
                 [=](int64_t begin, int64_t end_) {
       scalar_t* p = reinterpret_cast<scalar_t*>(op);
@@ -659,6 +662,61 @@ at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::
     });
   }), XXNPU_INDEX_TYPES);
   if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor& LinspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (at::isComplexType(out.scalar_type())) return FallbackFor<at::_ops::linspace_out>::call(start, end, steps, out);
+  const c10::DeviceGuard guard(out.device());
+  if (out.numel() != steps) at::native::resize_output(out, {steps});
+  at::Tensor target = out.is_contiguous() ? out : at::empty({steps}, out.options());
+  const double a = start.toDouble(), b = end.toDouble();
+  const double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
+  char* op = steps ? View(target) : nullptr;
+  AT_DISPATCH_V2(out.scalar_type(), "xxnpu_linspace", AT_WRAP([&] {
+    LaunchItems("xxnpu::linspace", out.device().index(), steps, 65536, static_cast<uint64_t>(steps * sizeof(scalar_t)),
+                [=](int64_t begin, int64_t end_) {
+      scalar_t* p = reinterpret_cast<scalar_t*>(op);
+      // From both ends, as ATen does, so that the last value is exactly `end`.
+      for (int64_t i = begin; i < end_; ++i) {
+        p[i] = static_cast<scalar_t>(i < steps / 2 ? a + step * static_cast<double>(i)
+                                                   : b - step * static_cast<double>(steps - 1 - i));
+      }
+      return absl::OkStatus();
+    });
+  }), XXNPU_INDEX_TYPES);
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+// repeat_interleave(repeats): index i repeated repeats[i] times. The output size is the
+// sum of repeats: read back (a synchronization, as on CUDA) unless output_size is given.
+at::Tensor RepeatInterleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  const c10::DeviceGuard guard(repeats.device());
+  const at::Tensor r = repeats.to(at::kLong).contiguous();
+  if (r.numel() > 0) TORCH_CHECK(r.min().item<int64_t>() >= 0, "repeats can not be negative");
+  const int64_t total = output_size.has_value() ? output_size->expect_int() : (r.numel() ? r.sum().item<int64_t>() : 0);
+  at::Tensor out = at::empty({total}, r.options());
+  if (total == 0 || r.numel() == 0) return out;
+  const int64_t* rp = reinterpret_cast<const int64_t*>(ConstView(r));
+  int64_t* op = reinterpret_cast<int64_t*>(View(out));
+  const int64_t n = r.numel();
+  LaunchItems("xxnpu::repeat_interleave", r.device().index(), 1, 1, static_cast<uint64_t>((n + total) * 8),
+              [=](int64_t, int64_t) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t k = 0; k < rp[i]; ++k) {
+        if (j >= total) return absl::InvalidArgumentError("repeat_interleave: output_size is smaller than the sum of repeats");
+        op[j++] = i;
+      }
+    }
+    if (j != total) return absl::InvalidArgumentError("repeat_interleave: output_size does not match the sum of repeats");
+    return absl::OkStatus();
+  });
   return out;
 }
 
@@ -818,6 +876,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tril.out", &TriOut<true>);
   m.impl("triu.out", &TriOut<false>);
   m.impl("arange.start_out", &ArangeOut);
+  m.impl("linspace.out", &LinspaceOut);
+  m.impl("repeat_interleave.Tensor", &RepeatInterleave);
   m.impl("cumsum.out", &CumsumOut);
   m.impl("sort.values_stable", &SortOut);
   m.impl("topk.values", &TopkOut);

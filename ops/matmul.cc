@@ -4,8 +4,9 @@
 // The device kernel calls a BLAS GEMM instead of a hand-written loop: the standard Fortran
 // `sgemm_`/`dgemm_` entry points of the BLAS torch's CPU build links and exports (MKL in
 // the pip wheel), so the kernel runs the same code the CPU backend does, and swapping in
-// another BLAS (Debian's OpenBLAS, a chip vendor's library) is a link change. Measured in
-// docs/adding-an-op.md: a naive triple loop is >50x slower at 1024^3.
+// another BLAS (Debian's OpenBLAS, a chip vendor's library) is a link change. Measured
+// (docs/adding-an-op.md): at 1024^3 float32 on one thread, a cache-friendly hand-written
+// loop (i-k-j, -O3 -march=native) reaches 4.0 GFLOP/s, the BLAS 50 GFLOP/s.
 //
 // float16/bfloat16 operands are widened to float32 on the device, multiplied, and rounded
 // back (accumulation in float32, as CUDA's cuBLAS does by default).

@@ -339,6 +339,9 @@ std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double
 
 at::Tensor NativeDropoutBackward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
+  if (!at::isFloatingType(grad.scalar_type())) {
+    return FallbackFor<at::_ops::native_dropout_backward>::call(grad, mask, scale);
+  }
   return grad.mul(mask).mul_(scale);
 }
 

@@ -221,6 +221,7 @@ at::Tensor& Atan2Out(const at::Tensor& self, const at::Tensor& other, at::Tensor
 }
 
 at::Tensor& LogaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (IsComplex(self) || IsComplex(other)) return FallbackFor<at::_ops::logaddexp_out>::call(self, other, out);
   return ArithOut("xxnpu::logaddexp", at::TensorIterator::borrowing_binary_op(out, self, other), out,
                   [](auto a, auto b) {
     using T = decltype(a);

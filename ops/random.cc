@@ -1,4 +1,5 @@
-// Random number ops on xxnpu: uniform_, normal_ (so torch.rand/randn work on the device).
+// Random number ops on xxnpu: uniform_, normal_, bernoulli_, random_ (so torch.rand,
+// randn, randint, bernoulli and dropout masks are drawn on the device).
 //
 // Every element draws from Philox4x32-10 at a counter given by (generator offset, element
 // index) only, so a seeded result is the same whatever the number of device threads or
@@ -10,12 +11,14 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
 #include "device/c10/torch_status.h"
 #include "device/generator/philox.h"
 #include "device/generator/xxnpu_generator.h"
+#include "ops/cpu_fallback.h"
 #include "ops/device_loop.h"
 
 namespace xxnpu {
@@ -47,7 +50,7 @@ void LaunchGenerate(const char* name, const at::Tensor& out, PhiloxSeeds seeds, 
   CheckOk(xxnpuLaunchKernel(cfg, [data, n, seeds, per_block, f](BlockRange r) {
     scalar_t* view = DeviceView(data);
     const int64_t end = std::min(n, r.end * kElementsPerBlock);
-    double values[4];
+    double values[4] = {0, 0, 0, 0};
     for (int64_t i = r.begin * kElementsPerBlock; i < end; i += per_block) {
       Philox4x32 engine(seeds.seed, 0, seeds.offset / 4 + static_cast<uint64_t>(i / per_block));
       f(engine.next(), values);
@@ -121,9 +124,51 @@ at::Tensor& Normal(at::Tensor& self, double mean, double std, std::optional<at::
   });
 }
 
+// 1 with probability p, else 0, in self's dtype (bool included).
+at::Tensor& BernoulliFloat(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), "bernoulli_ is not implemented for complex tensors");
+  return ViaContiguous(self, [&](at::Tensor& out) {
+    const PhiloxSeeds s = Reserve(gen, out.device().index(), static_cast<uint64_t>(out.numel()));
+    AT_DISPATCH_V2(out.scalar_type(), "xxnpu_bernoulli_", AT_WRAP([&] {
+      LaunchGenerate<scalar_t>("xxnpu::bernoulli", out, s, 4, 1, [p](auto w, double* v) {
+        for (int j = 0; j < 4; ++j) v[j] = uniform_float(w[j]) < p ? 1.0 : 0.0;
+      });
+    }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+  });
+}
+
+// Integers uniform in [from, to): 53 random bits per element (two words), so every range
+// a double holds exactly is unbiased to within 2^-53.
+at::Tensor& RandomFromTo(at::Tensor& self, int64_t from, std::optional<int64_t> to_opt,
+                         std::optional<at::Generator> gen) {
+  if (!to_opt.has_value()) return FallbackFor<at::_ops::random__from>::call(self, from, to_opt, gen);
+  const int64_t to = *to_opt;
+  TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", to);
+  TORCH_CHECK(!at::isComplexType(self.scalar_type()), "random_ is not implemented for complex tensors");
+  const double range = static_cast<double>(to) - static_cast<double>(from);
+  return ViaContiguous(self, [&](at::Tensor& out) {
+    const PhiloxSeeds s = Reserve(gen, out.device().index(), static_cast<uint64_t>(out.numel()) * 2);
+    AT_DISPATCH_V2(out.scalar_type(), "xxnpu_random_", AT_WRAP([&] {
+      LaunchGenerate<scalar_t>("xxnpu::random", out, s, 2, 2, [from, range](auto w, double* v) {
+        for (int j = 0; j < 2; ++j) {
+          const double k = std::min(std::floor(Uniform53(w[2 * j], w[2 * j + 1]) * range), range - 1);
+          v[j] = static_cast<double>(from) + k;
+        }
+      });
+    }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+  });
+}
+at::Tensor& RandomTo(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return RandomFromTo(self, 0, to, gen);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("uniform_", &Uniform);
   m.impl("normal_", &Normal);
+  m.impl("bernoulli_.float", &BernoulliFloat);
+  m.impl("random_.from", &RandomFromTo);
+  m.impl("random_.to", &RandomTo);
 }
 
 }  // namespace

@@ -455,3 +455,23 @@ def test_optimizers_foreach_path_runs_natively(opt_name):
         results.append(ps)
     for cpu_p, x_p in zip(*results):
         _close(x_p.detach(), cpu_p.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_random_ops_and_sequences_run_on_the_device():
+    torch.xxnpu.manual_seed(3)
+    r = torch.randint(3, 9, (20000,), device="xxnpu")
+    rc = r.cpu()
+    assert r.dtype == torch.int64 and rc.min() == 3 and rc.max() == 8
+    counts = torch.bincount(rc - 3)
+    assert counts.min() > 20000 / 6 * 0.85, counts  # roughly uniform
+    b = torch.empty(20000, device="xxnpu").bernoulli_(0.25)
+    assert abs(b.mean().item() - 0.25) < 0.02
+    torch.xxnpu.manual_seed(3)
+    again = torch.randint(3, 9, (20000,), device="xxnpu")
+    assert torch.equal(again.cpu(), rc)  # seeded: reproducible
+    _close(torch.linspace(-1, 2, 7, device="xxnpu"), torch.linspace(-1, 2, 7))
+    _close(torch.linspace(0, 10, 5, device="xxnpu", dtype=torch.int64), torch.linspace(0, 10, 5, dtype=torch.int64))
+    reps = torch.tensor([2, 0, 3])
+    _close(torch.repeat_interleave(_x(reps)), torch.repeat_interleave(reps))
+    x = torch.arange(6.0).view(3, 2)
+    _close(torch.repeat_interleave(_x(x), _x(reps), dim=0), torch.repeat_interleave(x, reps, dim=0))
