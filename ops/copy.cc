@@ -161,6 +161,35 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   return CopyFrom(self, dst, /*non_blocking=*/false);
 }
 
+// Copies from or into a lazily conjugated or negated view (x.conj(), x.conj().imag).
+// ATen's copy_ falls through the Conjugate and Negative keys and hands any copy that
+// involves an xxnpu tensor to _copy_from before it deals with those views (it does that
+// only for CPU/CUDA), and the keys' generic fallback would materialise the view with a
+// clone, i.e. a copy_ again: infinite recursion. So: copy the stored values, then apply
+// the pending conj/neg to the destination.
+at::Tensor CopyFromLazyView(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor src = self.is_conj() ? at::_conj(self) : self;
+  src = src.is_neg() ? at::_neg_view(src) : src;
+  at::Tensor out = dst.is_conj() ? at::_conj(dst) : dst;
+  out = out.is_neg() ? at::_neg_view(out) : out;
+  const bool flip_conj = self.is_conj() != dst.is_conj(), flip_neg = self.is_neg() != dst.is_neg();
+  if (!flip_conj && !flip_neg) {
+    at::_copy_from(src, out, non_blocking);
+    return dst;
+  }
+  // conj_physical has no xxnpu kernel (ATen reaches it through a DispatchStub, which the
+  // CPU fallback cannot serve): apply the pending ops on the host side of the copy.
+  at::Tensor host = out.device().is_cpu() ? out : (src.device().is_cpu() ? src.clone() : src.to(at::kCPU));
+  if (out.device().is_cpu()) at::_copy_from(src, out, /*non_blocking=*/false);
+  if (flip_conj) host.conj_physical_();
+  if (flip_neg) host.neg_();
+  if (!out.device().is_cpu()) at::_copy_from(host, out, /*non_blocking=*/false);
+  return dst;
+}
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", &CopyFromLazyView); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", &CopyFromLazyView); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &CopyFrom);
   m.impl("_copy_from_and_resize", &CopyFromAndResize);

@@ -140,3 +140,17 @@ def test_strict_fallback_makes_a_fallback_an_error():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "REFUSED" in out.stdout, out.stdout + out.stderr
     assert "aten::special_bessel_j0" in out.stdout and "XXNPU_STRICT_FALLBACK" in out.stdout
+
+
+def test_copies_of_conjugate_and_negative_views():
+    """x.conj() and x.conj().imag are lazy views (conj/neg bits); copying them to or from
+    xxnpu applies the pending operation instead of recursing (it used to overflow the stack)."""
+    z = torch.randn(5, dtype=torch.complex64)
+    xz = z.to("xxnpu")
+    assert torch.equal(xz.conj().cpu(), z.conj())
+    assert torch.equal(xz.conj().resolve_conj().cpu(), z.conj().resolve_conj())
+    assert torch.equal(xz.conj().imag.cpu(), z.conj().imag)  # a negative view
+    assert torch.equal(z.conj().to("xxnpu").cpu(), z.conj())  # from a CPU conj view
+    out = torch.empty(5, dtype=torch.complex64, device="xxnpu")
+    out.conj().copy_(xz)  # into a conj view: stored values are conj(z)
+    assert torch.equal(out.cpu(), z.conj())
