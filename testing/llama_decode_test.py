@@ -13,20 +13,13 @@ import subprocess
 import sys
 
 import pytest
+from testlib import example_script
 
 REQUIRE_NATIVE_DECODE = os.environ.get("LLAMA_DECODE_REQUIRE_NATIVE", "1") == "1"
 
 
 def _script():
-    candidates = []
-    if os.environ.get("TEST_SRCDIR"):
-        candidates.append(os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "torch_xxnpu"),
-                                       "examples", "llama_decode.py"))
-    candidates.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "llama_decode.py"))
-    for c in candidates:
-        if os.path.isfile(c):
-            return c
-    pytest.fail(f"examples/llama_decode.py not found in {candidates}")
+    return example_script('llama_decode.py')
 
 
 def _run(*args):

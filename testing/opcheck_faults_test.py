@@ -7,26 +7,13 @@ wrong ones as `fail` with their first failing sample, the segfault as `crashed`,
 as `timeout`, carry on to the right one, and flag regressions against a baseline.
 """
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import torch_xxnpu
 
 
-def _run(tmp_path, *args, timeout=600):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
-                                                     env.get("PYTHONPATH", "")] if p)
-    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def _rows(path):
-    with open(path) as f:
-        doc = json.load(f)
-    return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
+from testlib import opcheck_rows as _rows
+from testlib import run_opcheck as _run
 
 
 PLUGIN = textwrap.dedent('''

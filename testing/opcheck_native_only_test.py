@@ -2,26 +2,10 @@
 such without being run in full; native ones run. Holds whatever set of kernels is native:
 an op is checked against what the fallback counters said about it, except add (native
 since the seed)."""
-import json
-import os
-import subprocess
-import sys
 
-import torch_xxnpu
-
-
-def _run(tmp_path, *args, timeout=600):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
-                                                     env.get("PYTHONPATH", "")] if p)
-    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def _rows(path):
-    with open(path) as f:
-        doc = json.load(f)
-    return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
+import torch_xxnpu  # noqa: F401
+from testlib import opcheck_rows as _rows
+from testlib import run_opcheck as _run
 
 
 def test_native_only_skips_fallback_ops(tmp_path):

@@ -6,11 +6,7 @@ crashes and hangs: opcheck_faults_test.py). Works whatever set of kernels is nat
 report agrees with the fallback counters rather than naming which ops are native (add is,
 since the seed).
 """
-import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -19,18 +15,8 @@ import torch_xxnpu  # noqa: F401
 from torch_xxnpu.testing import opcheck, report
 
 
-def _run(tmp_path, *args, timeout=600):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
-                                                     env.get("PYTHONPATH", "")] if p)
-    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def _rows(path):
-    with open(path) as f:
-        doc = json.load(f)
-    return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
+from testlib import opcheck_rows as _rows
+from testlib import run_opcheck as _run
 
 
 def _check_execution_consistent(row):

@@ -12,21 +12,14 @@ import subprocess
 import sys
 
 import pytest
+from testlib import example_script
 
 TRACE = os.path.join("logs", "paged_attention_llama3_8b_decode_shape.json")
 REPORT = os.path.join("logs", "xxnpu_profile_report.html")
 
 
 def _seed_script():
-    candidates = []
-    if os.environ.get("TEST_SRCDIR"):
-        candidates.append(os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "torch_xxnpu"),
-                                       "examples", "seed_profile.py"))
-    candidates.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "seed_profile.py"))
-    for c in candidates:
-        if os.path.isfile(c):
-            return c
-    pytest.fail(f"examples/seed_profile.py not found in {candidates}")
+    return example_script('seed_profile.py')
 
 
 @pytest.fixture(scope="module")

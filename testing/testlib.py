@@ -1,0 +1,40 @@
+"""Helpers shared by the cross-layer pytest files in testing/ (imported as `testlib`:
+pytest puts this directory on sys.path)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def example_script(name):
+    """Path of examples/<name>: from the Bazel runfiles, else from the source tree."""
+    candidates = []
+    if os.environ.get("TEST_SRCDIR"):
+        candidates.append(os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "torch_xxnpu"),
+                                       "examples", name))
+    candidates.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", name))
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    pytest.fail(f"examples/{name} not found in {candidates}")
+
+
+def run_opcheck(tmp_path, *args, timeout=600):
+    """`python -m torch_xxnpu.testing.opcheck --no-progress ARGS` in tmp_path, with the
+    package under test importable."""
+    import torch_xxnpu
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
+                                                     env.get("PYTHONPATH", "")] if p)
+    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def opcheck_rows(path):
+    """(document, {(op, dtype): row}) of an opcheck --json report."""
+    with open(path) as f:
+        doc = json.load(f)
+    return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
