@@ -680,7 +680,8 @@ at::Tensor& LinspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
       scalar_t* p = reinterpret_cast<scalar_t*>(op);
       // From both ends, as ATen does, so that the last value is exactly `end`.
       for (int64_t i = begin; i < end_; ++i) {
-        p[i] = static_cast<scalar_t>(i < steps / 2 ? a + step * static_cast<double>(i)
+        // (One step gives the start, as on the CPU.)
+        p[i] = static_cast<scalar_t>(steps == 1 || i < steps / 2 ? a + step * static_cast<double>(i)
                                                    : b - step * static_cast<double>(steps - 1 - i));
       }
       return absl::OkStatus();

@@ -470,6 +470,7 @@ def test_random_ops_and_sequences_run_on_the_device():
     again = torch.randint(3, 9, (20000,), device="xxnpu")
     assert torch.equal(again.cpu(), rc)  # seeded: reproducible
     _close(torch.linspace(-1, 2, 7, device="xxnpu"), torch.linspace(-1, 2, 7))
+    _close(torch.linspace(-3, 1, 1, device="xxnpu"), torch.linspace(-3, 1, 1))  # one step: the start
     _close(torch.linspace(0, 10, 5, device="xxnpu", dtype=torch.int64), torch.linspace(0, 10, 5, dtype=torch.int64))
     reps = torch.tensor([2, 0, 3])
     _close(torch.repeat_interleave(_x(reps)), torch.repeat_interleave(reps))
