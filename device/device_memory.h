@@ -5,8 +5,9 @@
 //                                   PROT_NONE in strict mode, so a host access faults
 //   [base + N*cap, base + 2*N*cap)  the device's own view, used by kernels and copy
 //                                   engines (DeviceView adds the constant offset)
-// Pages are only backed by RAM once touched, and freeing punches them out of the memfd,
-// so a large nominal capacity costs nothing until used.
+// An allocation's pages are backed by RAM and mapped in the device view when it is made
+// (as a driver maps device pages), and freeing punches them out of the memfd, so a large
+// nominal capacity costs nothing until allocated.
 #ifndef TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
 #define TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
 
@@ -63,6 +64,7 @@ class DeviceMemory {
     size_t free_bytes = 0;
   };
   DeviceMemory() = default;
+  static void CommitPages(char* view, size_t length);
   void ReleasePages(Heap& heap, size_t offset, size_t length);
   void InsertFree(Heap& heap, size_t offset, size_t length);
 

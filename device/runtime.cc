@@ -113,6 +113,7 @@ class Runtime {
     s->Shutdown();
     s->thread = std::thread();
     s->queue.clear();
+    s->retired.clear();
     s->enqueued = 0;
     s->enqueued_hint.store(0);
     s->completed.store(0);

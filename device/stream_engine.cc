@@ -32,15 +32,58 @@ void EventImpl::WaitReached(uint64_t generation) {
   cv.wait(lock, [&] { return completed >= generation; });
 }
 
+namespace {
+
+// Why kernel bodies come back to the host to be destroyed: a body (its closure) is
+// allocated by the launching host thread. Freed on the device thread, each launch paid
+// glibc's slow cross-thread path (the chunk overflows the device thread's cache into the
+// shared arena, under the arena lock the host's next allocation also needs), measured as
+// the largest single cost of a small op's launch. Freed on a host thread, both ends stay
+// in that thread's cache. The swap buffer is per host thread so that vector capacity,
+// not just bodies, is recycled instead of reallocated.
+thread_local std::vector<KernelBody> t_reaped;
+// Set while this thread destroys bodies: a destructor that launches (and so reaps) again
+// must not touch the vector being cleared; its stream's bodies wait for the next call.
+thread_local bool t_reaping = false;
+
+// Under the stream's mutex: takes the stream's retired bodies for this thread to destroy.
+void TakeRetiredLocked(std::vector<KernelBody>& retired) {
+  if (!t_reaping && !retired.empty()) t_reaped.swap(retired);
+}
+
+// Locks `mu`, spinning briefly first. The host and its stream's device thread each hold
+// the stream mutex for well under a microsecond; a plain lock() that finds it taken
+// sleeps in the kernel, and the holder's unlock then pays a futex wake-up (a syscall,
+// microseconds on these VMs), which showed as the top cost of a small op's launch.
+void LockSpinning(std::mutex& mu) {
+  for (int i = 0; i < 256; ++i) {
+    if (mu.try_lock()) return;
+    XXNPU_CPU_RELAX();
+  }
+  mu.lock();
+}
+
+// Outside the mutex: destroys what TakeRetiredLocked took.
+void DestroyTaken() {
+  if (t_reaping || t_reaped.empty()) return;
+  t_reaping = true;
+  t_reaped.clear();
+  t_reaping = false;
+}
+
+}  // namespace
+
 uint64_t StreamImpl::Enqueue(Command cmd) {
   bool wake = false;
   uint64_t seq;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    LockSpinning(mu);
+    std::lock_guard<std::mutex> lock(mu, std::adopt_lock);
     seq = ++enqueued;
     cmd.seq = seq;
     queue.push_back(std::move(cmd));
     enqueued_hint.store(seq, std::memory_order_release);
+    TakeRetiredLocked(retired);
     if (!thread.joinable()) {
       thread = std::thread([this] { Loop(); });
     } else if (sleeping) {
@@ -50,6 +93,7 @@ uint64_t StreamImpl::Enqueue(Command cmd) {
     }
   }
   if (wake) work_cv.notify_one();
+  DestroyTaken();  // outside the lock: destructors may be slow
   return seq;
 }
 
@@ -59,13 +103,21 @@ uint64_t StreamImpl::LastEnqueued() {
 }
 
 void StreamImpl::WaitFor(uint64_t seq) {
-  if (Reached(seq)) return;
-  std::unique_lock<std::mutex> lock(mu);
-  // Announce the waiter before re-checking (both seq_cst), pairing with the device
-  // thread's store-then-check in Loop(): one of the two sides sees the other.
-  waiters.fetch_add(1);
-  done_cv.wait(lock, [&] { return completed.load() >= seq; });
-  waiters.fetch_sub(1);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!Reached(seq)) {
+      // Announce the waiter before re-checking (both seq_cst), pairing with the device
+      // thread's store-then-check in Loop(): one of the two sides sees the other.
+      waiters.fetch_add(1);
+      done_cv.wait(lock, [&] { return completed.load() >= seq; });
+      waiters.fetch_sub(1);
+    }
+    // A synchronizing host also releases what finished kernels captured. Bodies of a
+    // batch that finished without a waiter are handed back when the device thread
+    // takes its next batch, so they are released by the launch and synchronize after.
+    TakeRetiredLocked(retired);
+  }
+  DestroyTaken();
 }
 
 absl::Status StreamImpl::TakeError() {
@@ -98,7 +150,7 @@ void StreamImpl::Shutdown() {
 void StreamImpl::Loop() {
   const int64_t spin_ns = int64_t{options.spin_us} * 1000;
   uint64_t last_seq = 0;
-  std::deque<Command> batch;
+  std::vector<Command> batch;
   for (;;) {
     // Spin briefly before sleeping (XXNPU_SPIN_US): a launch arriving meanwhile starts in
     // ~1 us instead of paying a wake-up (~30 us on these VMs), so gaps in a profile are
@@ -111,8 +163,14 @@ void StreamImpl::Loop() {
     }
     {
       // Take everything queued in one go: the host's Enqueue and this thread then meet on
-      // the mutex once per batch, not once per command.
-      std::unique_lock<std::mutex> lock(mu);
+      // the mutex once per batch, not once per command. The same critical section hands
+      // the previous batch's kernel bodies back to the host (see Enqueue).
+      LockSpinning(mu);
+      std::unique_lock<std::mutex> lock(mu, std::adopt_lock);
+      for (Command& cmd : batch) {
+        if (cmd.body) retired.push_back(std::move(cmd.body));
+      }
+      batch.clear();
       while (queue.empty()) {
         if (stop) return;
         sleeping = true;
@@ -133,14 +191,23 @@ void StreamImpl::Loop() {
           failed.store(true);
         }
       }
-      completed.store(cmd.seq);
+      if (waiters.load() > 0) {
+        // A host is synchronizing: hand the body back before the host can see the
+        // command complete, so its synchronize also releases what the kernel captured.
+        std::lock_guard<std::mutex> lock(mu);
+        if (cmd.body) retired.push_back(std::move(cmd.body));
+        completed.store(cmd.seq);
+      } else {
+        completed.store(cmd.seq);
+      }
+      // Checked again after the store (both seq_cst), pairing with WaitFor's announce-
+      // then-check: one of the two sides sees the other.
       if (waiters.load() > 0) {
         // Taking the mutex orders this notify after the waiter has gone to sleep.
         { std::lock_guard<std::mutex> lock(mu); }
         done_cv.notify_all();
       }
     }
-    batch.clear();
   }
 }
 
@@ -226,8 +293,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
         *failure = absl::Status(s.code(), absl::StrCat("kernel '", cmd.config.name, "' failed on xxnpu:",
                                                        device, " stream ", id, ": ", s.message()));
       }
-      // Release the kernel's captures (tensors, buffers) now, not when the slot is reused.
-      cmd.body = nullptr;
+      // The body (and what it captured) is destroyed by the host: see Enqueue.
       return;
     }
     case Command::Type::kMemcpy:

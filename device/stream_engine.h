@@ -11,9 +11,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -89,16 +89,23 @@ struct StreamImpl {
   ComputePool* pool = nullptr;
   EngineOptions options;
 
-  std::mutex mu;
-  std::condition_variable work_cv;  // the device thread waits for commands
-  std::condition_variable done_cv;  // host threads wait for completion
-  std::deque<Command> queue;               // guarded by mu
+  // The host and the device thread hand work over through the fields below. Those one
+  // side writes while the other polls get their own cache lines: sharing a line with
+  // the mutex or with read-mostly fields made every launch's unlock miss the cache
+  // (the device thread had pulled the line over meanwhile).
+  alignas(64) std::mutex mu;
+  std::vector<Command> queue;              // guarded by mu
+  // Bodies of kernels the device thread has run, handed back for the host to destroy
+  // (guarded by mu; see Enqueue).
+  std::vector<KernelBody> retired;
   uint64_t enqueued = 0;                   // seq of the last queued command, guarded by mu
-  std::atomic<uint64_t> enqueued_hint{0};  // same, readable without mu (spinning)
-  std::atomic<uint64_t> completed{0};      // seq of the last finished command
-  std::atomic<int> waiters{0};             // host threads in WaitFor
   bool sleeping = false;                   // guarded by mu
   bool stop = false;                       // guarded by mu
+  alignas(64) std::atomic<uint64_t> enqueued_hint{0};  // `enqueued`, readable without mu (spinning)
+  alignas(64) std::atomic<uint64_t> completed{0};      // seq of the last finished command
+  std::atomic<int> waiters{0};                         // host threads in WaitFor
+  alignas(64) std::condition_variable work_cv;  // the device thread waits for commands
+  std::condition_variable done_cv;              // host threads wait for completion
   std::thread thread;
   // Sticky error: the first failure (guarded by mu). The device thread reads `failed`
   // and `skip_through` without the lock, so it can run a batch of commands lock-free:
@@ -109,7 +116,7 @@ struct StreamImpl {
 
   // Queues `cmd` (assigning its seq) and returns the seq. Starts the device thread.
   uint64_t Enqueue(Command cmd);
-  // Blocks until command `seq` has finished.
+  // Blocks until command `seq` has finished; also destroys retired kernel bodies.
   void WaitFor(uint64_t seq);
   bool Reached(uint64_t seq) const { return completed.load(std::memory_order_acquire) >= seq; }
   uint64_t LastEnqueued();

@@ -51,8 +51,8 @@ void CheckSub(const at::Tensor& self, const at::Tensor& other) {
               "Use the `^` or `logical_xor()` operator instead.");
 }
 
-// ---- the three forms of each op. TensorIterator's binary_op allocates a functional
-// result (through our empty_strided) and resizes/validates out=.
+// ---- the three forms of each op. The functional form allocates its result directly
+// (AllocatingIterator); TensorIterator resizes and validates out=.
 
 at::Tensor& AddOut(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   const c10::DeviceGuard guard(out.device());
@@ -62,8 +62,8 @@ at::Tensor& AddOut(const at::Tensor& self, const at::Tensor& other, const at::Sc
 }
 at::Tensor Add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
-  at::Tensor out;
-  auto iter = at::TensorIterator::binary_op(out, self, other);
+  AllocatingIterator iter;
+  iter.build_binary_op(at::TensorBase(), self, other);
   AddKernel(iter, alpha);
   return iter.output();
 }
@@ -92,8 +92,8 @@ at::Tensor& MulOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& 
 }
 at::Tensor Mul(const at::Tensor& self, const at::Tensor& other) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
-  at::Tensor out;
-  auto iter = at::TensorIterator::binary_op(out, self, other);
+  AllocatingIterator iter;
+  iter.build_binary_op(at::TensorBase(), self, other);
   MulKernel(iter);
   return iter.output();
 }
@@ -107,8 +107,8 @@ at::Tensor& DivOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& 
 }
 at::Tensor Div(const at::Tensor& self, const at::Tensor& other) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
-  at::Tensor out;
-  auto iter = at::TensorIterator::binary_float_op(out, self, other);
+  AllocatingIterator iter;
+  iter.build_binary_float_op(at::TensorBase(), self, other);
   DivKernel(iter);
   return iter.output();
 }

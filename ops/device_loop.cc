@@ -1,9 +1,10 @@
 #include "ops/device_loop.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <exception>
-#include <vector>
 
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_stream.h"
@@ -15,54 +16,67 @@ namespace {
 // (a virtual call and the pointer translation) vanishes, small enough to balance.
 constexpr int64_t kElementsPerBlock = 16384;
 
-// Walks elements [begin, end) of an iteration space (`shape`, byte `strides` laid out
-// [dim][operand], as TensorIterator::get_strides) in 2-D steps, calling `loop` as
+// The iteration geometry a kernel keeps: inline for up to 6 dims and 4 operands, the
+// common case, so that launching one allocates only the kernel body itself.
+struct Geometry {
+  c10::SmallVector<int64_t, 6> shape;
+  c10::SmallVector<int64_t, 24> strides;  // bytes, [dim][operand] as TensorIterator::get_strides
+  c10::SmallVector<char*, 4> base;       // device-view pointers
+};
+
+// GCC 12 reports the growth path of SmallVector for `ptrs` below (taken for more than 4
+// operands) as reading it uninitialized: a -Wmaybe-uninitialized false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Walks elements [begin, end) of an iteration space in 2-D steps, calling `loop` as
 // TensorIterator's serial_for_each does. Ours because ATen's DimCounter is not exported.
-void ForEach2d(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, const std::vector<char*>& base,
-               int64_t begin, int64_t end, const DeviceLoop2d& loop) {
-  const size_t ntensors = base.size();
-  const size_t ndim = shape.size();
-  std::vector<char*> ptrs(ntensors);
+void ForEach2d(const Geometry& g, int64_t begin, int64_t end, const DeviceLoop2d& loop) {
+  const size_t ntensors = g.base.size();
+  const size_t ndim = g.shape.size();
+  c10::SmallVector<char*, 4> ptrs(g.base.begin(), g.base.end());
   if (ndim == 0) {
-    ptrs = base;
-    loop(ptrs.data(), strides.data(), 1, 1);
+    loop(ptrs.data(), g.strides.data(), 1, 1);
+    return;
+  }
+  if (ndim == 1) {  // contiguous or coalesced to one dim: one call
+    for (size_t t = 0; t < ntensors; ++t) ptrs[t] += begin * g.strides[t];
+    loop(ptrs.data(), g.strides.data(), end - begin, 1);
     return;
   }
   // Multi-index of `begin`, dim 0 fastest.
-  std::vector<int64_t> idx(ndim, 0);
+  c10::SmallVector<int64_t, 6> idx(ndim, 0);
   int64_t rest = begin;
   for (size_t d = 0; d < ndim; ++d) {
-    idx[d] = rest % shape[d];
-    rest /= shape[d];
+    idx[d] = rest % g.shape[d];
+    rest /= g.shape[d];
   }
   int64_t offset = begin;
   while (offset < end) {
     for (size_t t = 0; t < ntensors; ++t) {
-      char* p = base[t];
-      for (size_t d = 0; d < ndim; ++d) p += idx[d] * strides[d * ntensors + t];
+      char* p = g.base[t];
+      for (size_t d = 0; d < ndim; ++d) p += idx[d] * g.strides[d * ntensors + t];
       ptrs[t] = p;
     }
-    int64_t size0 = std::min(shape[0] - idx[0], end - offset);
+    int64_t size0 = std::min(g.shape[0] - idx[0], end - offset);
     int64_t size1 = 1;
     // At a row start with whole rows left, take several rows along dim 1 at once.
-    if (ndim > 1 && idx[0] == 0 && size0 == shape[0]) {
-      size1 = std::min(shape[1] - idx[1], (end - offset) / shape[0]);
+    if (idx[0] == 0 && size0 == g.shape[0]) {
+      size1 = std::min(g.shape[1] - idx[1], (end - offset) / g.shape[0]);
     }
-    loop(ptrs.data(), strides.data(), size0, size1);
+    loop(ptrs.data(), g.strides.data(), size0, size1);
     offset += size0 * size1;
     idx[0] += size0;
-    if (idx[0] == shape[0]) {
+    if (idx[0] == g.shape[0]) {
       idx[0] = 0;
-      if (ndim > 1) {
-        idx[1] += size1;
-        for (size_t d = 1; d + 1 < ndim && idx[d] >= shape[d]; ++d) {
-          idx[d] -= shape[d];
-          ++idx[d + 1];
-        }
+      idx[1] += size1;
+      for (size_t d = 1; d + 1 < ndim && idx[d] >= g.shape[d]; ++d) {
+        idx[d] -= g.shape[d];
+        ++idx[d + 1];
       }
     }
   }
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -71,6 +85,22 @@ void CheckSameDevice(const char* op, const char* arg, const at::Tensor& t, c10::
               "Expected all tensors to be on the same device, but found at least two devices, ", expected, " and ",
               t.device(), "! (when checking argument for argument ", arg, " in method ", op, ")");
 }
+
+void AllocatingIterator::set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes,
+                                                c10::IntArrayRef strides, at::TensorOptions options) {
+  at::Tensor& out = outputs_.at(output_idx);
+  if (!out.defined()) {
+    // On the current device, which the op's DeviceGuard has set.
+    constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    out = strides.empty() ? at::detail::empty_generic(sizes, allocator, kKeys, options.dtype().toScalarType(),
+                                                      options.memory_format_opt())
+                          : at::detail::empty_strided_generic(sizes, strides, allocator, kKeys,
+                                                              options.dtype().toScalarType());
+  }
+  at::TensorIteratorBase::set_output_raw_strided(output_idx, sizes, strides, options);
+}
+
 
 xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device) { return GetCurrentXxnpuStream(device).handle(); }
 
@@ -90,11 +120,12 @@ void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, 
   // device thread (where a Python-owned tensor could not be freed) and memory is returned
   // to the caching allocator at the host's free, in stream order, as with CUDA.
   const int ntensors = iter.ntensors();
-  std::vector<int64_t> shape(iter.shape().begin(), iter.shape().end());
-  const auto strides_sv = iter.get_strides();
-  std::vector<int64_t> strides(strides_sv.begin(), strides_sv.end());
-  std::vector<char*> base(ntensors);
-  for (int i = 0; i < ntensors; ++i) base[i] = static_cast<char*>(DeviceView(iter.data_ptr(i)));
+  Geometry g;
+  g.shape.assign(iter.shape().begin(), iter.shape().end());
+  const auto strides = iter.get_strides();
+  g.strides.assign(strides.begin(), strides.end());
+  g.base.resize(ntensors);
+  for (int i = 0; i < ntensors; ++i) g.base[i] = static_cast<char*>(DeviceView(iter.data_ptr(i)));
 
   LaunchConfig cfg;
   cfg.name = name;
@@ -103,12 +134,11 @@ void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, 
   cfg.block = Dim3{static_cast<uint32_t>(std::min<int64_t>(numel, kElementsPerBlock)), 1, 1};
   cfg.bytes = cost.bytes ? cost.bytes : bytes;
   cfg.flops = cost.flops_per_element * static_cast<uint64_t>(numel);
-  CheckOk(xxnpuLaunchKernel(cfg, [shape = std::move(shape), strides = std::move(strides), base = std::move(base),
-                                  loop = std::move(loop), numel](BlockRange r) {
+  CheckOk(xxnpuLaunchKernel(cfg, [g = std::move(g), loop = std::move(loop), numel](BlockRange r) {
     // A loop that throws (e.g. integer division by zero) faults the kernel: the error is
     // sticky on the stream and reported, naming the kernel, at the next synchronizing call.
     try {
-      ForEach2d(shape, strides, base, r.begin * kElementsPerBlock, std::min(numel, r.end * kElementsPerBlock), loop);
+      ForEach2d(g, r.begin * kElementsPerBlock, std::min(numel, r.end * kElementsPerBlock), loop);
     } catch (const c10::Error& e) {
       return absl::InternalError(e.what_without_backtrace());
     } catch (const std::exception& e) {
