@@ -64,7 +64,6 @@ class DeviceMemory {
     size_t free_bytes = 0;
   };
   DeviceMemory() = default;
-  static void CommitPages(char* view, size_t length);
   void ReleasePages(Heap& heap, size_t offset, size_t length);
   void InsertFree(Heap& heap, size_t offset, size_t length);
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -511,10 +512,9 @@ absl::Status xxnpuStreamSynchronize(xxnpuStream_t stream) {
   ApiCall call("xxnpuStreamSynchronize");
   call.set_location(s->device, s->id);
   const uint64_t seq = s->LastEnqueued();
-  if (!s->Reached(seq)) {
-    HostWait wait(SyncKind::kStreamSynchronize, "xxnpuStreamSynchronize", s->device, s->id);
-    s->WaitFor(seq);
-  }
+  std::optional<HostWait> wait;  // a record only when the host actually blocks
+  if (!s->Reached(seq)) wait.emplace(SyncKind::kStreamSynchronize, "xxnpuStreamSynchronize", s->device, s->id);
+  s->WaitFor(seq);  // also when already reached: it releases finished kernels' bodies
   return s->TakeError();
 }
 
@@ -805,10 +805,9 @@ absl::Status EnqueueCopy(Runtime& rt, const char* api, void* dst, const void* sr
   call.Tag(cmd, *s);
   const uint64_t seq = s->Enqueue(std::move(cmd));
   if (!wait) return absl::OkStatus();
-  if (!s->Reached(seq)) {
-    HostWait w(SyncKind::kMemcpyBlocking, api, s->device, s->id);
-    s->WaitFor(seq);
-  }
+  std::optional<HostWait> w;  // a record only when the host actually blocks
+  if (!s->Reached(seq)) w.emplace(SyncKind::kMemcpyBlocking, api, s->device, s->id);
+  s->WaitFor(seq);
   // A synchronous copy reports the stream's sticky error like any synchronizing call.
   return synchronous ? s->TakeError() : s->PeekError();
 }

@@ -142,7 +142,9 @@ TEST_F(RuntimeTraceTest, StreamWaitingOnAnEventIsRecorded) {
   LaunchConfig cfg;
   cfg.name = "trace_sleep";
   ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Long enough that stream b's thread (started by the wait below; slow under TSan)
+    // is waiting well before the event completes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return absl::OkStatus();
   }, a).ok());
   ASSERT_TRUE(xxnpuEventRecord(e, a).ok());

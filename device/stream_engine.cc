@@ -191,15 +191,13 @@ void StreamImpl::Loop() {
           failed.store(true);
         }
       }
-      if (waiters.load() > 0) {
+      if (cmd.body && waiters.load() > 0) {
         // A host is synchronizing: hand the body back before the host can see the
         // command complete, so its synchronize also releases what the kernel captured.
         std::lock_guard<std::mutex> lock(mu);
-        if (cmd.body) retired.push_back(std::move(cmd.body));
-        completed.store(cmd.seq);
-      } else {
-        completed.store(cmd.seq);
+        retired.push_back(std::move(cmd.body));
       }
+      completed.store(cmd.seq);
       // Checked again after the store (both seq_cst), pairing with WaitFor's announce-
       // then-check: one of the two sides sees the other.
       if (waiters.load() > 0) {

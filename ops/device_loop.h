@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <array>
+#include <optional>
 #include <functional>
 
 #include "device/runtime.h"
@@ -32,6 +33,13 @@ struct KernelCost {
 // memory freed by the host while the kernel is queued.
 void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
                           KernelCost cost = {});
+
+// A new uninitialized tensor on the current xxnpu device (the caller's DeviceGuard sets
+// it), straight from the xxnpu allocator without a dispatcher call: the body of
+// empty/empty_strided, and what kernels use for their outputs. Without `strides`, it is
+// contiguous in `memory_format`.
+at::Tensor NewXxnpuTensor(c10::IntArrayRef sizes, std::optional<c10::IntArrayRef> strides, at::ScalarType dtype,
+                          std::optional<at::MemoryFormat> memory_format = std::nullopt);
 
 // A TensorIterator for functional ops that allocates its outputs itself, straight from
 // the xxnpu allocator, as CPU's and CUDA's structured kernels do. at::TensorIterator

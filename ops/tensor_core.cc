@@ -21,8 +21,6 @@
 namespace xxnpu {
 namespace {
 
-constexpr c10::DispatchKeySet kXxnpuKeys(c10::DispatchKey::PrivateUse1);
-
 c10::Device TargetDevice(std::optional<c10::Device> device) {
   c10::Device d = device.value_or(c10::Device(kXxnpuDeviceType, -1));
   TORCH_CHECK(d.is_privateuseone(), "expected an xxnpu device, got ", d);
@@ -37,8 +35,7 @@ at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std
               layout.value());
   const c10::Device target = TargetDevice(device);
   const c10::DeviceGuard guard(target);  // the allocator allocates on the current device
-  return at::detail::empty_generic(size, c10::GetAllocator(kXxnpuDeviceType), kXxnpuKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return NewXxnpuTensor(size, std::nullopt, c10::dtype_or_default(dtype), memory_format);
 }
 
 at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
@@ -47,8 +44,7 @@ at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::opt
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   const c10::Device target = TargetDevice(device);
   const c10::DeviceGuard guard(target);
-  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(kXxnpuDeviceType), kXxnpuKeys,
-                                           c10::dtype_or_default(dtype));
+  return NewXxnpuTensor(size, stride, c10::dtype_or_default(dtype));
 }
 
 // Grows the storage (never shrinks it, like CPU and CUDA) to hold `bytes`, keeping its
