@@ -260,6 +260,8 @@ const char* ActivityKindName(ActivityKind kind) {
       return "memory";
     case ActivityKind::kMarker:
       return "marker";
+    case ActivityKind::kCachingAllocator:
+      return "caching_allocator";
     case ActivityKind::kCount:
       break;
   }

@@ -30,9 +30,13 @@ enum class ActivityKind : uint8_t {
   kMemset = 2,       // device: a memset's execution on a stream
   kRuntime = 3,      // host: a runtime API call (launch, async copy, malloc, ...)
   kSynchronization = 4,  // host: a wait for the device (stream/event/device sync)
-  kMemory = 5,       // host: a device allocation (bytes > 0) or free (bytes < 0)
+  kMemory = 5,       // host: a runtime allocation (bytes > 0) or free (bytes < 0)
   kMarker = 6,       // host: a user range or instant marker (range push/pop/mark)
-  kCount = 7,
+  // host: a caching-allocator block handed out (bytes > 0) or returned (bytes < 0). A kind
+  // of its own, so a profiler that learns of blocks another way (torch.profiler does,
+  // through c10::reportMemoryUsageToProfiler) does not pay two records per tensor.
+  kCachingAllocator = 7,
+  kCount = 8,
 };
 const char* ActivityKindName(ActivityKind kind);
 
@@ -47,7 +51,7 @@ enum class ExternalCorrelationKind : uint8_t {
 struct ActivityRecord {
   ActivityKind kind = ActivityKind::kKernel;
   // For kMemcpy: MemcpyKind as an integer (see runtime.h). For kSynchronization: what was
-  // waited for (SyncKind). For kMemory: which allocator (0 = runtime, 1 = caching).
+  // waited for (SyncKind). For kMemory: 0 (kCachingAllocator records: 1).
   uint8_t subkind = 0;
   // Name of the kernel / API call / marker: a string that outlives the process.
   const char* name = nullptr;

@@ -54,6 +54,7 @@ TEST_F(ActivityTraceTest, KindNames) {
   EXPECT_STREQ(ActivityKindName(ActivityKind::kRuntime), "runtime");
   EXPECT_STREQ(ActivityKindName(ActivityKind::kSynchronization), "synchronization");
   EXPECT_STREQ(ActivityKindName(ActivityKind::kMemory), "memory");
+  EXPECT_STREQ(ActivityKindName(ActivityKind::kCachingAllocator), "caching_allocator");
   EXPECT_STREQ(ActivityKindName(ActivityKind::kMarker), "marker");
   EXPECT_STREQ(ActivityKindName(ActivityKind::kCount), "unknown");
   EXPECT_STREQ(ActivityKindName(static_cast<ActivityKind>(200)), "unknown");

@@ -512,7 +512,7 @@ std::vector<TraceEntry> CachingAllocator::TraceInOrderLocked() const {
 void CachingAllocator::EmitActivityLocked(bool alloc, uint64_t addr, int64_t bytes,
                                           xxnpuStream_t stream) {
   ActivityRecord record;
-  record.kind = ActivityKind::kMemory;
+  record.kind = ActivityKind::kCachingAllocator;
   record.subkind = 1;  // the caching allocator (0 is the runtime's own malloc/free)
   record.name = alloc ? "xxnpu_caching_alloc" : "xxnpu_caching_free";
   record.start_ns = record.end_ns = NowNs();
@@ -568,7 +568,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
   if (record_history_) {
     RecordTraceLocked(TraceAction::ALLOC, block->addr, block->size, stream, context_id);
   }
-  if (ActivityEnabled(ActivityKind::kMemory)) {
+  if (ActivityEnabled(ActivityKind::kCachingAllocator)) {
     EmitActivityLocked(true, block->addr, static_cast<int64_t>(block->size), stream);
   }
   return ptr;
@@ -647,7 +647,7 @@ absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
     RecordTraceLocked(TraceAction::FREE_REQUESTED, addr, block->size, block->stream,
                       context_id);
   }
-  if (ActivityEnabled(ActivityKind::kMemory)) {
+  if (ActivityEnabled(ActivityKind::kCachingAllocator)) {
     EmitActivityLocked(false, addr, -static_cast<int64_t>(block->size), block->stream);
   }
 

@@ -306,17 +306,17 @@ TEST_F(CachingAllocatorRuntimeTest, ActivityRecordsCarryStreamIds) {
   {
     CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
     ActivityClear();
-    ActivityEnable(ActivityKind::kMemory);
+    ActivityEnable(ActivityKind::kCachingAllocator);
     void* p = MustAlloc(alloc, 4 * kKiB, *b);
     void* q = MustAlloc(alloc, 4 * kKiB, nullptr);
     ASSERT_TRUE(alloc.Free(p).ok());
     ASSERT_TRUE(alloc.Free(q).ok());
-    ActivityDisable(ActivityKind::kMemory);
+    ActivityDisable(ActivityKind::kCachingAllocator);
     std::vector<ActivityRecord> records;
     ActivityCollect(&records);
     std::vector<ActivityRecord> mine;
     for (const ActivityRecord& r : records) {
-      if (r.kind == ActivityKind::kMemory && r.subkind == 1) mine.push_back(r);
+      if (r.kind == ActivityKind::kCachingAllocator && r.subkind == 1) mine.push_back(r);
     }
     ASSERT_EQ(mine.size(), 4u);
     EXPECT_EQ(mine[0].stream, *xxnpuStreamGetId(*b));

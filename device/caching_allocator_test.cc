@@ -839,17 +839,17 @@ TEST_F(CachingAllocatorTest, SnapshotDescribesSegmentsAndBlocks) {
 TEST_F(CachingAllocatorTest, EmitsMemoryActivityWhenEnabled) {
   ActivityClear();
   void* quiet = MustAlloc(alloc_, 4 * kKiB);  // tracing off: nothing recorded
-  ActivityEnable(ActivityKind::kMemory);
+  ActivityEnable(ActivityKind::kCachingAllocator);
   void* p = MustAlloc(alloc_, 1000);  // same stream, so the same segment as `quiet`
   ASSERT_TRUE(alloc_.Free(p).ok());
-  ActivityDisable(ActivityKind::kMemory);
+  ActivityDisable(ActivityKind::kCachingAllocator);
   ASSERT_TRUE(alloc_.Free(quiet).ok());
 
   std::vector<ActivityRecord> records;
   ActivityCollect(&records);
   std::vector<ActivityRecord> mine;
   for (const ActivityRecord& r : records) {
-    if (r.kind == ActivityKind::kMemory && r.subkind == 1) mine.push_back(r);
+    if (r.kind == ActivityKind::kCachingAllocator && r.subkind == 1) mine.push_back(r);
   }
   ASSERT_EQ(mine.size(), 2u);
   EXPECT_STREQ(mine[0].name, "xxnpu_caching_alloc");

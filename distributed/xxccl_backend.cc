@@ -14,7 +14,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "device/runtime.h"
 
 namespace xxnpu::distributed {
@@ -99,6 +102,42 @@ auto OnDevice(c10::DeviceIndex device, Fn fn) {
   if (previous.ok()) (void)xxnpuSetDevice(*previous);
   return result;
 }
+
+// Per rank and round of the shared-memory exchange: 4 MiB keeps a 64 MiB all_reduce at
+// 16 rounds, and 8 ranks at 32 MiB of /dev/shm.
+constexpr size_t kShmSlotBytes = size_t{4} << 20;
+
+// The agreement record of a collective: (op type, dtype, element count; -1: not compared).
+void ThrowIfDisagree(const char* name, int me, const int64_t own[3], int r, const int64_t theirs[3]) {
+  if (theirs[0] != own[0]) {
+    throw std::runtime_error(c10::str(name, ": ranks called different collectives: rank ", r, " called op type ",
+                                      theirs[0], ", rank ", me, " called op type ", own[0],
+                                      " (every rank must issue the same collectives in the same order)"));
+  }
+  if (theirs[1] != own[1] || (own[2] >= 0 && theirs[2] != own[2])) {
+    throw std::runtime_error(c10::str(name, ": tensors differ across ranks: rank ", r, " has ",
+                                      static_cast<at::ScalarType>(theirs[1]), " with ", theirs[2],
+                                      " elements, rank ", me, " has ", static_cast<at::ScalarType>(own[1]),
+                                      " with ", own[2], " elements"));
+  }
+}
+
+// acc = acc (op) x, elementwise, with ATen's CPU kernels.
+void Combine(c10d::ReduceOp::RedOpType op, at::Tensor& acc, const at::Tensor& x) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: acc.add_(x); break;
+    case c10d::ReduceOp::PRODUCT: acc.mul_(x); break;
+    case c10d::ReduceOp::MIN: at::minimum_out(acc, acc, x); break;
+    case c10d::ReduceOp::MAX: at::maximum_out(acc, acc, x); break;
+    case c10d::ReduceOp::BAND: acc.bitwise_and_(x); break;
+    case c10d::ReduceOp::BOR: acc.bitwise_or_(x); break;
+    case c10d::ReduceOp::BXOR: acc.bitwise_xor_(x); break;
+    default: TORCH_CHECK(false, "xxccl: no shared-memory reduction for ReduceOp.", ReduceOpName(op));
+  }
+}
+
+std::string StoreString(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> StoreBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 }  // namespace
 
@@ -260,7 +299,8 @@ c10::intrusive_ptr<c10::ivalue::Future> XxcclWork::getFuture() {
 // --------------------------------------------------------------------------- backend
 
 XxcclBackend::XxcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                           c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout)
+                           c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout,
+                           bool shared_memory)
     : c10d::Backend(rank, size),
       store_(store),
       host_(std::move(host)),
@@ -271,7 +311,46 @@ XxcclBackend::XxcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   TORCH_CHECK(host_, "xxccl: a host transport backend is required");
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "xxccl: host transport has rank ",
               host_->getRank(), "/", host_->getSize(), ", expected ", rank, "/", size);
+  if (shared_memory && size > 1) SetUpSharedMemory();
   init();
+}
+
+void XxcclBackend::SetUpSharedMemory() {
+  // Every rank runs this in its constructor, so the store keys below are a small
+  // collective. A per-rank counter numbers the setups made on this store: ranks create
+  // groups in the same order, so they agree on it, and keys of an earlier group on the
+  // same store are never mistaken for this one's.
+  const int64_t generation = store_->add(c10::str("xxccl_shm/setups/", rank_), 1);
+  const std::string prefix = c10::str("xxccl_shm/", generation, "/");
+  std::unique_ptr<ShmExchange> mine;
+  if (rank_ == 0) {
+    auto created = ShmExchange::Create(size_, kShmSlotBytes);
+    std::string published;
+    if (created.ok()) {
+      mine = std::move(*created);
+      published = absl::StrCat(mine->name(), " ", mine->token());
+    } else {
+      TORCH_WARN("xxccl: no shared-memory transport (", created.status().message(), "); using Gloo only");
+    }
+    store_->set(prefix + "segment", StoreBytes(published));
+  } else {
+    const std::string published = StoreString(store_->get(prefix + "segment"));
+    std::vector<std::string> parts = absl::StrSplit(published, ' ');
+    uint64_t token = 0;
+    if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &token)) {
+      auto attached = ShmExchange::Attach(parts[0], token, rank_, size_, kShmSlotBytes);
+      // Not visible from here (another host, another /dev/shm): every rank falls back.
+      if (attached.ok()) mine = std::move(*attached);
+    }
+  }
+  store_->set(c10::str(prefix, "attached/", rank_), StoreBytes(mine ? "1" : "0"));
+  bool everyone = true;
+  for (int r = 0; r < size_; ++r) everyone &= StoreString(store_->get(c10::str(prefix, "attached/", r))) == "1";
+  if (!mine) return;
+  mine->Unlink();  // rank 0, now that everyone has had its chance to attach
+  if (!everyone) return;
+  mine->PeersVisible();
+  shm_ = std::move(mine);
 }
 
 XxcclBackend::~XxcclBackend() {
@@ -335,8 +414,30 @@ void XxcclBackend::WaitHost(const c10::intrusive_ptr<c10d::Work>& work, const ch
   work->wait();
 }
 
+void XxcclBackend::ShmPublish(const RoundHeader& header, const void* data, size_t nbytes, const char* name) {
+  absl::Status s = shm_->Publish(header, data, nbytes, absl::Now() + absl::FromChrono(timeout_));
+  if (!s.ok()) throw std::runtime_error(c10::str(name, ": shared-memory transport: ", s.message()));
+}
+
 void XxcclBackend::CheckAgreement(c10d::OpType type, const char* name, at::ScalarType dtype, int64_t count) {
-  if (!check_shapes_ || size_ == 1) return;
+  if (size_ == 1) return;
+  if (shm_) {
+    // A round without data: microseconds, so the check is always on with shared memory.
+    RoundHeader header;
+    header.words[0] = static_cast<int64_t>(type);
+    header.words[1] = static_cast<int64_t>(dtype);
+    header.words[2] = count;
+    ShmPublish(header, nullptr, 0, name);
+    try {
+      for (int r = 0; r < size_; ++r) ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
+    } catch (...) {
+      shm_->Release();
+      throw;
+    }
+    shm_->Release();
+    return;
+  }
+  if (!check_shapes_) return;
   at::Tensor mine = at::empty({3}, at::kLong);
   mine[0] = static_cast<int64_t>(type);
   mine[1] = static_cast<int64_t>(dtype);
@@ -346,20 +447,56 @@ void XxcclBackend::CheckAgreement(c10d::OpType type, const char* name, at::Scala
   for (int r = 0; r < size_; ++r) out[0].push_back(at::empty({3}, at::kLong));
   WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
   for (int r = 0; r < size_; ++r) {
-    const int64_t* theirs = out[0][r].const_data_ptr<int64_t>();
-    const int64_t* own = mine.const_data_ptr<int64_t>();
-    if (theirs[0] != own[0]) {
-      throw std::runtime_error(c10::str(name, ": ranks called different collectives: rank ", r,
-                                        " called op type ", theirs[0], ", rank ", rank_, " called op type ",
-                                        own[0], " (every rank must issue the same collectives in the same order)"));
-    }
-    if (theirs[1] != own[1] || (count >= 0 && theirs[2] != own[2])) {
-      throw std::runtime_error(c10::str(
-          name, ": tensors differ across ranks: rank ", r, " has ",
-          static_cast<at::ScalarType>(theirs[1]), " with ", theirs[2], " elements, rank ", rank_, " has ", dtype,
-          " with ", count, " elements"));
-    }
+    ThrowIfDisagree(name, rank_, mine.const_data_ptr<int64_t>(), r, out[0][r].const_data_ptr<int64_t>());
   }
+}
+
+void XxcclBackend::Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
+  if (shm_) {
+    ShmAllreduce(flat, op, type, name);
+    return;
+  }
+  CheckAgreement(type, name, flat.scalar_type(), flat.numel());
+  std::vector<at::Tensor> tensors{flat};
+  c10d::AllreduceOptions o;
+  o.reduceOp = op;
+  WaitHost(host_->allreduce(tensors, o), name);
+}
+
+void XxcclBackend::ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
+  // Each round carries a slot's worth of every rank's elements; every rank reduces all
+  // ranks' copies in rank order, so all ranks compute bitwise the same result. The
+  // agreement record rides in every round's header: a mismatch is found before any
+  // element is combined, on every rank alike.
+  const int64_t count = flat.numel();
+  const int64_t item = static_cast<int64_t>(flat.element_size());
+  const int64_t per_round = std::max<int64_t>(1, static_cast<int64_t>(shm_->slot_bytes()) / item);
+  RoundHeader header;
+  header.words[0] = static_cast<int64_t>(type);
+  header.words[1] = static_cast<int64_t>(flat.scalar_type());
+  header.words[2] = count;
+  auto* base = static_cast<char*>(flat.data_ptr());
+  int64_t offset = 0;
+  do {  // at least one round: empty tensors still agree
+    const int64_t n = std::min(per_round, count - offset);
+    ShmPublish(header, base + offset * item, static_cast<size_t>(n * item), name);
+    try {
+      for (int r = 0; r < size_; ++r) ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
+      if (n > 0) {
+        at::Tensor acc = flat.narrow(0, offset, n);
+        auto slot = [&](int r) {
+          return at::from_blob(const_cast<void*>(shm_->Data(r)), {n}, flat.options());
+        };
+        acc.copy_(slot(0));
+        for (int r = 1; r < size_; ++r) Combine(op.op_, acc, slot(r));
+      }
+    } catch (...) {
+      shm_->Release();
+      throw;
+    }
+    shm_->Release();
+    offset += n;
+  } while (offset < count);
 }
 
 c10::intrusive_ptr<c10d::Work> XxcclBackend::Launch(c10d::OpType type, const char* name,
@@ -447,14 +584,9 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allreduce(std::vector<at::Tensor>& 
   TORCH_CHECK(tensors.size() == 1, name, ": expected one tensor per rank, got ", tensors.size());
   at::Tensor t = tensors[0];
   const HostReduction red = ToHostReduction(opts.reduceOp, name, t.scalar_type());
-  const at::ScalarType dtype = t.scalar_type();
-  const int64_t numel = t.numel();
   return Launch(c10d::OpType::ALLREDUCE, name, {{t}}, {true}, {t},
-                [this, red, name, dtype, numel](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::ALLREDUCE, name, dtype, numel);
-                  c10d::AllreduceOptions o;
-                  o.reduceOp = red.op;
-                  WaitHost(host_->allreduce(v[0], o), name);
+                [this, red, name](std::vector<HostTensors>& v) {
+                  Allreduce(v[0][0].reshape({-1}), red.op, c10d::OpType::ALLREDUCE, name);
                   if (red.average) v[0][0].div_(size_);
                 });
 }
@@ -464,21 +596,15 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allreduce_coalesced(std::vector<at:
   const char* name = "xxccl:all_reduce_coalesced";
   TORCH_CHECK(!tensors.empty(), name, ": got no tensors");
   const HostReduction red = ToHostReduction(opts.reduceOp, name, tensors[0].scalar_type());
-  int64_t total = 0;
   for (const auto& t : tensors) {
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), name, ": all tensors need one dtype, got ",
                 tensors[0].scalar_type(), " and ", t.scalar_type());
-    total += t.numel();
   }
-  const at::ScalarType dtype = tensors[0].scalar_type();
   return Launch(c10d::OpType::ALLREDUCE_COALESCED, name, {tensors}, {true}, tensors,
-                [this, red, name, dtype, total](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::ALLREDUCE_COALESCED, name, dtype, total);
+                [this, red, name](std::vector<HostTensors>& v) {
                   // One flat reduction: one round of messages for all tensors.
                   std::vector<at::Tensor> flat{at::cat(c10::fmap(v[0], [](const at::Tensor& t) { return t.reshape({-1}); }))};
-                  c10d::AllreduceOptions o;
-                  o.reduceOp = red.op;
-                  WaitHost(host_->allreduce(flat, o), name);
+                  Allreduce(flat[0], red.op, c10d::OpType::ALLREDUCE_COALESCED, name);
                   if (red.average) flat[0].div_(size_);
                   int64_t offset = 0;
                   for (at::Tensor& t : v[0]) {
@@ -697,17 +823,13 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::reduce_scatter(std::vector<at::Tens
               " input tensors (one per rank), got ", inputs[0].size());
   for (const auto& i : inputs[0]) CheckSameShape(name, outputs[0], i, "an input tensor");
   const HostReduction red = ToHostReduction(opts.reduceOp, name, outputs[0].scalar_type());
-  const at::ScalarType dtype = outputs[0].scalar_type();
   const int64_t numel = outputs[0].numel();
   return Launch(c10d::OpType::REDUCE_SCATTER, name, {outputs, inputs[0]}, {true, false}, outputs,
-                [this, name, dtype, numel, red](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::REDUCE_SCATTER, name, dtype, numel);
+                [this, name, numel, red](std::vector<HostTensors>& v) {
                   // All-reduce of the concatenated inputs, keeping this rank's slice: Gloo's
                   // reduce-scatter is not available for every op and dtype.
                   std::vector<at::Tensor> flat{at::cat(c10::fmap(v[1], [](const at::Tensor& t) { return t.reshape({-1}); }))};
-                  c10d::AllreduceOptions o;
-                  o.reduceOp = red.op;
-                  WaitHost(host_->allreduce(flat, o), name);
+                  Allreduce(flat[0], red.op, c10d::OpType::REDUCE_SCATTER, name);
                   at::Tensor mine = flat[0].narrow(0, rank_ * numel, numel);
                   if (red.average) mine.div_(size_);
                   v[0][0].copy_(mine.view(v[0][0].sizes()));
@@ -722,16 +844,12 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::_reduce_scatter_base(at::Tensor& ou
   TORCH_CHECK(input.numel() == output.numel() * size_, name, ": input has ", input.numel(),
               " elements, expected output numel x world size = ", output.numel() * size_);
   const HostReduction red = ToHostReduction(opts.reduceOp, name, output.scalar_type());
-  const at::ScalarType dtype = output.scalar_type();
   const int64_t numel = output.numel();
   return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, name, {{output}, {input}}, {true, false}, {output},
-                [this, name, dtype, numel, red](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::_REDUCE_SCATTER_BASE, name, dtype, numel);
+                [this, name, numel, red](std::vector<HostTensors>& v) {
                   // The input must stay intact (as NCCL leaves it): reduce a copy.
                   std::vector<at::Tensor> flat{v[1][0].reshape({-1}).clone()};
-                  c10d::AllreduceOptions o;
-                  o.reduceOp = red.op;
-                  WaitHost(host_->allreduce(flat, o), name);
+                  Allreduce(flat[0], red.op, c10d::OpType::_REDUCE_SCATTER_BASE, name);
                   at::Tensor mine = flat[0].narrow(0, rank_ * numel, numel);
                   if (red.average) mine.div_(size_);
                   v[0][0].view({-1}).copy_(mine);
@@ -744,23 +862,17 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::reduce_scatter_tensor_coalesced(std
   const char* name = "xxccl:reduce_scatter_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), name, ": ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
-  int64_t total = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ && outputs[i].scalar_type() == inputs[i].scalar_type(),
                 name, ": input ", i, " must hold world size x output ", i, " elements of its dtype");
-    total += outputs[i].numel();
   }
   const HostReduction red = ToHostReduction(opts.reduceOp, name, outputs[0].scalar_type());
-  const at::ScalarType dtype = outputs[0].scalar_type();
   return Launch(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, {outputs, inputs}, {true, false}, outputs,
-                [this, name, dtype, total, red](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, dtype, total);
+                [this, name, red](std::vector<HostTensors>& v) {
                   for (size_t i = 0; i < v[0].size(); ++i) {
                     const int64_t numel = v[0][i].numel();
                     std::vector<at::Tensor> flat{v[1][i].reshape({-1}).clone()};
-                    c10d::AllreduceOptions o;
-                    o.reduceOp = red.op;
-                    WaitHost(host_->allreduce(flat, o), name);
+                    Allreduce(flat[0], red.op, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, name);
                     at::Tensor mine = flat[0].narrow(0, rank_ * numel, numel);
                     if (red.average) mine.div_(size_);
                     v[0][i].view({-1}).copy_(mine);
@@ -935,7 +1047,8 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::barrier(const c10d::BarrierOptions&
   return Launch(c10d::OpType::BARRIER, name, {}, {}, {},
                 [this, name](std::vector<HostTensors>&) {
                   CheckAgreement(c10d::OpType::BARRIER, name, at::kByte, 0);
-                  WaitHost(host_->barrier(c10d::BarrierOptions()), name);
+                  // With shared memory the agreement round is itself a barrier.
+                  if (!shm_) WaitHost(host_->barrier(c10d::BarrierOptions()), name);
                 },
                 /*blocking=*/true, device);
 }

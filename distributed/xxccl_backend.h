@@ -6,21 +6,24 @@
 // current stream wait for the kernel without blocking the host. Compute queued
 // afterwards on other streams overlaps the communication.
 //
-// Transport: the kernel hands the tensors' device memory to a host-side c10d backend
-// (ProcessGroupGloo, created by the Python creator on the same store) and runs the
-// collective synchronously on the comm stream's device thread. It reads device memory
-// through DeviceView() while it runs, as a NIC doing RDMA from device memory would
-// (XXCCL_STAGING=1 stages through host buffers instead; docs/distributed.md
-// compares both). Since the kernel is launched through xxnpuLaunchKernel, it shows on
-// the profiler's device timeline with its name and bytes.
+// Transport: the kernel runs the collective synchronously on the comm stream's device
+// thread, reading and writing device memory through DeviceView() as a NIC doing RDMA
+// from device memory would. When every rank of the group is on this host, reductions
+// (all_reduce and the reduce-scatters) and every collective's agreement check go through
+// a shared-memory segment (shm_exchange.h); everything else, and every collective when
+// ranks span hosts, goes through a host-side c10d backend (ProcessGroupGloo, created by
+// the Python creator on the same store). XXCCL_STAGING=1 stages Gloo's bytes through host
+// buffers; docs/distributed.md compares the three with measurements. Since the kernel is
+// launched through xxnpuLaunchKernel, it shows on the profiler's device timeline with its
+// name and bytes.
 //
 // Failure: Gloo's own timeout bounds every collective; a failed collective fails its
 // kernel (the comm stream's sticky error), marks the whole group failed (later calls
 // raise at once, naming the first failure), and makes the stream that waits on it fail
 // too, so the caller's next synchronisation raises instead of reading stale data.
-// Before each collective the ranks compare (op, dtype, element count) with a small
-// all-gather, so mismatched tensors give a clear error instead of a hang or garbage
-// (XXCCL_CHECK_SHAPES=0 skips it).
+// Before each collective the ranks compare (op, dtype, element count) (a small all-gather,
+// or the header of a shared-memory round), so mismatched tensors give a clear error
+// instead of a hang or garbage (XXCCL_CHECK_SHAPES=0 skips the all-gather).
 #ifndef TORCH_XXNPU_DISTRIBUTED_XXCCL_BACKEND_H_
 #define TORCH_XXNPU_DISTRIBUTED_XXCCL_BACKEND_H_
 
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "device/c10/xxnpu_stream.h"
+#include "distributed/shm_exchange.h"
 
 namespace xxnpu::distributed {
 
@@ -113,12 +117,17 @@ class XxcclWork : public c10d::Work {
 
 class XxcclBackend : public c10d::Backend {
  public:
-  // `host` is a CPU backend (Gloo) on the same ranks that moves the bytes.
+  // `host` is a CPU backend (Gloo) on the same ranks that moves the bytes. With
+  // `shared_memory`, the constructor (collective: every rank runs it) also sets up the
+  // shared-memory exchange when all ranks can map one segment, i.e. share this host.
   XxcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-               c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout);
+               c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout,
+               bool shared_memory = false);
   ~XxcclBackend() override;
 
   const std::string getBackendName() const override { return "xxccl"; }
+  // "shm+gloo" when reductions go through shared memory, else "gloo".
+  std::string transport() const { return shm_ ? "shm+gloo" : "gloo"; }
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
 
@@ -195,6 +204,13 @@ class XxcclBackend : public c10d::Backend {
   XxnpuStream CommStream(c10::DeviceIndex device);
   // Inside a kernel: the ranks agree on (op, dtype, count) or all raise a clear error.
   void CheckAgreement(c10d::OpType type, const char* name, at::ScalarType dtype, int64_t count);
+  // Inside a kernel: `flat` (a contiguous host view) reduced across ranks in place, after
+  // the agreement check (folded into the first shared-memory round when there is one).
+  void Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
+  void ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
+  // One shared-memory round; throws (naming the collective) when the exchange fails.
+  void ShmPublish(const RoundHeader& header, const void* data, size_t nbytes, const char* name);
+  void SetUpSharedMemory();
   // Waits for a host work inside a kernel, bounded by the group's timeout.
   void WaitHost(const c10::intrusive_ptr<c10d::Work>& work, const char* name);
   void ThrowIfGroupFailed(const char* op);
@@ -205,6 +221,8 @@ class XxcclBackend : public c10d::Backend {
   std::shared_ptr<GroupState> group_state_;
   bool check_shapes_;
   bool staging_;
+  // Driven only by the comm stream's device thread once set up.
+  std::unique_ptr<ShmExchange> shm_;
 
   std::mutex mu_;
   std::optional<XxnpuStream> comm_;  // created on the group's device at first use

@@ -207,9 +207,9 @@ ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, cons
       continue;
     }
     if (r.kind == ActivityKind::kMemory) {
-      // Runtime segments (subkind 0) annotate the xxnpuMalloc/xxnpuFree call around them.
-      // Caching-allocator blocks (subkind 1) reach torch through
-      // c10::reportMemoryUsageToProfiler instead, as [memory] events.
+      // Runtime segments annotate the xxnpuMalloc/xxnpuFree call around them.
+      // Caching-allocator blocks (ActivityKind::kCachingAllocator, which the plugin does not
+      // enable) reach torch through c10::reportMemoryUsageToProfiler, as [memory] events.
       if (r.subkind != 0) continue;
       auto it = last_runtime.find(r.thread_id);
       if (it == last_runtime.end()) continue;

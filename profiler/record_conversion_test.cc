@@ -223,7 +223,8 @@ TEST_F(ConversionTest, RuntimeSegmentAllocationAnnotatesItsCall) {
   mem.address = 0x1000;
   mem.total_reserved = 4 << 20;
   ActivityRecord cached = mem;
-  cached.subkind = 1;  // caching allocator: reaches torch through reportMemoryUsageToProfiler
+  cached.kind = ActivityKind::kCachingAllocator;  // reaches torch through reportMemoryUsageToProfiler
+  cached.subkind = 1;
   ConversionResult res = Convert({Runtime("xxnpuMalloc", 100, 200, 9, 11), mem, cached});
   ASSERT_EQ(res.activities, 1u);
   EXPECT_EQ(At(0).getMetadataValue("bytes"), std::to_string(2 << 20));

@@ -2,7 +2,7 @@
 sizes, in the same run and the same process group ("cpu:gloo,xxnpu:xxccl").
 
     python distributed/benchmarks/allreduce_benchmark.py [--world 2] [--iters 20]
-        [--sizes 4K,64K,1M,16M,64M] [--staging] [--no-check-shapes]
+        [--sizes 4K,64K,1M,16M,64M] [--transport auto|gloo] [--staging] [--no-check-shapes]
 
 Bus bandwidth as nccl-tests defines it: bytes * 2 (n - 1) / n / time. Each figure is
 the median over iterations of one all_reduce each, timed from the call until the result
@@ -64,11 +64,14 @@ def main():
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--sizes", default="4K,64K,1M,16M,64M")
+    ap.add_argument("--transport", default="auto", choices=["auto", "gloo"],
+                    help="XXCCL_TRANSPORT: auto (shared memory between the ranks of this host) or gloo")
     ap.add_argument("--staging", action="store_true", help="XXCCL_STAGING=1: copy through host buffers")
     ap.add_argument("--no-check-shapes", action="store_true", help="XXCCL_CHECK_SHAPES=0")
     args = ap.parse_args()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    os.environ["XXCCL_TRANSPORT"] = args.transport
     os.environ["XXCCL_STAGING"] = "1" if args.staging else "0"
     os.environ["XXCCL_CHECK_SHAPES"] = "0" if args.no_check_shapes else "1"
     sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -79,8 +82,8 @@ def main():
                  nprocs=args.world, join=True)
     rows = queue.get()
     factor = 2 * (args.world - 1) / args.world
-    print(f"all_reduce, {args.world} ranks, median of {args.iters}; staging={args.staging} "
-          f"check_shapes={not args.no_check_shapes}")
+    print(f"all_reduce, {args.world} ranks, median of {args.iters}; transport={args.transport} "
+          f"staging={args.staging} check_shapes={not args.no_check_shapes}")
     print(f"{'bytes':>10} {'gloo cpu us':>12} {'xxccl us':>10} {'gloo GB/s':>10} {'xxccl GB/s':>11} {'ratio':>6}")
     for nbytes, t_cpu, t_x in rows:
         bw_cpu, bw_x = nbytes * factor / t_cpu / 1e9, nbytes * factor / t_x / 1e9

@@ -17,8 +17,9 @@ CHILD_ENV = {
 }
 
 
-def _child(rank, world, store_path, module, fn_name, backend, timeout_s, init, extra, results):
+def _child(rank, world, store_path, module, fn_name, backend, timeout_s, init, env, extra, results):
     os.environ.update(CHILD_ENV)
+    os.environ.update(env)
     status, payload = "ok", None
     try:
         import importlib
@@ -54,10 +55,12 @@ def _child(rank, world, store_path, module, fn_name, backend, timeout_s, init, e
     os._exit(0)
 
 
-def run_ranks(fn, world, backend="xxccl", timeout_s=60.0, deadline_s=180.0, ranks=None, init=True, **extra):
+def run_ranks(fn, world, backend="xxccl", timeout_s=60.0, deadline_s=180.0, ranks=None, init=True, env=None,
+              **extra):
     """Runs `fn(rank, world, **extra)` on ranks 0..world-1 (or only `ranks`) after
-    init_process_group(backend). Returns {rank: ("ok", value) | ("error", message)};
-    a rank that neither returns nor raises before `deadline_s` is ("hang", None)."""
+    init_process_group(backend), with `env` added to each rank's environment. Returns
+    {rank: ("ok", value) | ("error", message)}; a rank that neither returns nor raises
+    before `deadline_s` is ("hang", None)."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(world)) if ranks is None else ranks
@@ -66,7 +69,8 @@ def run_ranks(fn, world, backend="xxccl", timeout_s=60.0, deadline_s=180.0, rank
         procs = {
             r: ctx.Process(
                 target=_child,
-                args=(r, world, store_path, fn.__module__, fn.__name__, backend, timeout_s, init, extra, results),
+                args=(r, world, store_path, fn.__module__, fn.__name__, backend, timeout_s, init, env or {}, extra,
+                      results),
                 daemon=True,
             )
             for r in ranks
@@ -89,6 +93,14 @@ def run_ranks(fn, world, backend="xxccl", timeout_s=60.0, deadline_s=180.0, rank
                 p.join()
             out.setdefault(r, ("hang", None) if time.monotonic() >= end else ("died", p.exitcode))
     return out
+
+
+def transport():
+    """The xxccl transport of the default group: "shm+gloo" or "gloo"."""
+    import torch
+    import torch.distributed as dist
+
+    return dist.group.WORLD._get_backend(torch.device("xxnpu"))._transport
 
 
 def check_all_ok(results):

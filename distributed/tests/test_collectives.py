@@ -1,5 +1,6 @@
 """Every xxccl collective and reduce op with real data between 2 and 4 processes on
-loopback, checked against the values computed locally from every rank's inputs; plus
+loopback, checked against the values computed locally from every rank's inputs, over
+both transports (shared memory + Gloo, the default on one host, and Gloo only); plus
 registration (default backend, "cpu:gloo,xxnpu:xxccl")."""
 import os
 import sys
@@ -9,7 +10,7 @@ import pytest
 # Bazel's runfiles make this directory a package; the harness is imported as a sibling.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from dist_harness import check_all_ok, run_ranks
+from dist_harness import check_all_ok, run_ranks, transport
 
 DEV = "xxnpu"
 
@@ -56,6 +57,19 @@ def all_collectives(rank, world):
     work = dist.all_reduce(big, async_op=True)
     work.wait()
     _expect("all_reduce async 2-D", big, torch.full((512, 1024), float(sum(ranks))))
+    # More than one shared-memory round (4 MiB a round), with a ragged last round.
+    n = (3 << 20) + 7
+    huge = torch.arange(n, dtype=torch.float32, device=DEV) % 1000 + rank
+    dist.all_reduce(huge, op=dist.ReduceOp.MAX)
+    _expect("all_reduce 12 MB MAX", huge, torch.arange(n, dtype=torch.float32) % 1000 + world - 1)
+    # Half precision, and an empty tensor.
+    for dtype in (torch.float16, torch.bfloat16):
+        h = _vals(rank, dtype=dtype).to(DEV)
+        dist.all_reduce(h)
+        _expect(f"all_reduce {dtype}", h, torch.stack([_vals(r, dtype=dtype) for r in ranks]).sum(0))
+    e = torch.empty(0, device=DEV)
+    dist.all_reduce(e)
+    assert e.numel() == 0
     done.append("all_reduce")
 
     t = _vals(rank).to(DEV)
@@ -178,13 +192,16 @@ def all_collectives(rank, world):
         dist.reduce_scatter_tensor(outs[1], torch.cat([_vals(rank, 3) + i for i in ranks]).to(DEV))
     _expect("coalesced reduce_scatter_tensor", outs[1], torch.stack([_vals(r, 3) + rank for r in ranks]).sum(0))
     done.append("coalesced")
-    return done
+    return done, transport()
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_every_collective(world):
-    results = check_all_ok(run_ranks(all_collectives, world, deadline_s=240))
-    assert all("coalesced" in done for done in results.values())
+# Gloo-only with 2 ranks: the transport used across hosts, and by XXCCL_TRANSPORT=gloo.
+@pytest.mark.parametrize("world,transport_env,expected", [(2, "auto", "shm+gloo"), (4, "auto", "shm+gloo"),
+                                                          (2, "gloo", "gloo")])
+def test_every_collective(world, transport_env, expected):
+    results = check_all_ok(run_ranks(all_collectives, world, deadline_s=240, env={"XXCCL_TRANSPORT": transport_env}))
+    assert all("coalesced" in done for done, _ in results.values())
+    assert {used for _, used in results.values()} == {expected}
 
 
 def backend_names(rank, world):

@@ -8,7 +8,9 @@ import time
 # Bazel's runfiles make this directory a package; the harness is imported as a sibling.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from dist_harness import run_ranks
+import pytest
+
+from dist_harness import run_ranks, transport
 
 TIMEOUT_S = 10.0
 
@@ -19,6 +21,7 @@ def peer_dies(rank, world):
     import torch
     import torch.distributed as dist
 
+    used = transport()
     x = torch.ones(1 << 16, device="xxnpu")
     dist.all_reduce(x)
     assert x.cpu()[0].item() == world  # everybody healthy so far
@@ -40,17 +43,25 @@ def peer_dies(rank, world):
         second = str(e)
     else:
         raise AssertionError("the group still accepted collectives after a failure")
-    return first, second, elapsed
+    return first, second, elapsed, used
 
 
-def test_dead_rank_fails_others_within_timeout():
+@pytest.mark.parametrize("transport_env", ["auto", "gloo"])
+def test_dead_rank_fails_others_within_timeout(transport_env):
     start = time.monotonic()
-    results = run_ranks(peer_dies, 2, timeout_s=TIMEOUT_S, deadline_s=120)
+    results = run_ranks(peer_dies, 2, timeout_s=TIMEOUT_S, deadline_s=120, env={"XXCCL_TRANSPORT": transport_env})
     assert results[0][0] == "ok", results[0]
-    first, second, elapsed = results[0][1]
+    first, second, elapsed, used = results[0][1]
     assert "xxccl:all_reduce" in first and "failed" in first, first
     assert "unusable after an earlier failure" in second, second
     assert elapsed < TIMEOUT_S + 5, elapsed
+    if transport_env == "auto":
+        # Shared memory watches the peers' processes: the death is named, at once.
+        assert used == "shm+gloo", used
+        assert "rank 1 (pid" in first and "exited" in first, first
+        assert elapsed < 3, elapsed
+    else:
+        assert used == "gloo", used
     assert time.monotonic() - start < 90
 
 
@@ -84,13 +95,55 @@ def mismatched(rank, world, kind):
     raise AssertionError("mismatched all_reduce did not fail")
 
 
-def test_mismatched_shapes_and_dtypes_fail_clearly():
+@pytest.mark.parametrize("transport_env", ["auto", "gloo"])
+def test_mismatched_shapes_and_dtypes_fail_clearly(transport_env):
     for kind, words in [("shape", ["differ across ranks", "4 elements", "5 elements"]), ("dtype", ["Int", "Float"])]:
-        results = run_ranks(mismatched, 2, timeout_s=TIMEOUT_S, deadline_s=90, kind=kind)
+        results = run_ranks(mismatched, 2, timeout_s=TIMEOUT_S, deadline_s=90, kind=kind,
+                            env={"XXCCL_TRANSPORT": transport_env})
         for rank in (0, 1):
             status, message = results[rank]
             assert status == "ok", (kind, rank, results[rank])
             assert all(w in message for w in words), (kind, message)
+
+
+def different_collectives(rank, world):
+    import torch
+    import torch.distributed as dist
+
+    x = torch.ones(4, device="xxnpu")
+    try:
+        if rank == 0:
+            dist.all_reduce(x)
+        else:
+            dist.broadcast(x, src=0)
+        torch.xxnpu.synchronize()
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError("all_reduce against broadcast did not fail")
+
+
+@pytest.mark.parametrize("transport_env", ["auto", "gloo"])
+def test_ranks_calling_different_collectives_fail_clearly(transport_env):
+    start = time.monotonic()
+    results = run_ranks(different_collectives, 2, timeout_s=TIMEOUT_S, deadline_s=90,
+                        env={"XXCCL_TRANSPORT": transport_env})
+    for rank in (0, 1):
+        status, message = results[rank]
+        assert status == "ok", (rank, results[rank])
+        assert "ranks called different collectives" in message, message
+    assert time.monotonic() - start < 60
+
+
+def unused(rank, world):
+    raise AssertionError("init_process_group accepted a bad XXCCL_TRANSPORT")
+
+
+def test_bad_transport_setting_is_rejected_naming_the_choices():
+    results = run_ranks(unused, 2, timeout_s=TIMEOUT_S, deadline_s=60, env={"XXCCL_TRANSPORT": "infiniband"})
+    for rank in (0, 1):
+        status, message = results[rank]
+        assert status == "error", results[rank]
+        assert "XXCCL_TRANSPORT='infiniband'" in message and "'auto'" in message and "'gloo'" in message, message
 
 
 def wrong_device(rank, world):

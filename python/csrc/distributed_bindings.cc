@@ -23,14 +23,19 @@ void InitDistributedBindings(py::module_& m) {
         // Store and backend arrive as torch's own Python objects; c10d objects count their
         // references themselves, so a raw pointer is turned back into an owning one.
         .def(py::init([](const py::object& store, int rank, int size, const py::object& host,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout, bool shared_memory) {
                auto* raw_store = store.cast<c10d::Store*>();
                auto* raw_host = host.cast<c10d::Backend*>();
+               // The constructor waits on the store for the other ranks (shared-memory set-up).
+               py::gil_scoped_release no_gil;
                return c10::make_intrusive<XxcclBackend>(c10::intrusive_ptr<c10d::Store>::reclaim_copy(raw_store), rank,
                                                         size, c10::intrusive_ptr<c10d::Backend>::reclaim_copy(raw_host),
-                                                        timeout);
+                                                        timeout, shared_memory);
              }),
-             py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("host_backend"), py::arg("timeout"));
+             py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("host_backend"), py::arg("timeout"),
+             py::arg("shared_memory") = false)
+        .def_property_readonly("_transport", &XxcclBackend::transport,
+                               "'shm+gloo' when reductions use shared memory between the ranks, else 'gloo'");
   });
 }
 

@@ -7,8 +7,11 @@ store. Collectives run as communication kernels ("xxccl:all_reduce", ...) on a d
 per-group stream, with NCCL's semantics (see docs/distributed.md).
 
 The bytes travel through a Gloo process group created here on the same store (under its
-own prefix), which the native backend drives from the communication stream.
+own prefix), which the native backend drives from the communication stream; when all
+ranks share this host, reductions and the ranks' agreement checks go through shared
+memory instead. ``XXCCL_TRANSPORT=gloo`` keeps everything on Gloo (default: ``auto``).
 """
+import os
 from datetime import timedelta
 
 import torch
@@ -26,11 +29,21 @@ def _create_backend(dist_backend_opts, backend_options=None):
     if not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=float(timeout))
     rank, size = dist_backend_opts.group_rank, dist_backend_opts.group_size
+    shared_memory = _shared_memory_requested()
     # Gloo gets its own key space in the group's store; its timeout bounds every
     # collective, so a dead or absent peer fails the others instead of hanging them.
     host_store = dist.PrefixStore("xxccl_host/", dist_backend_opts.store)
     host = dist.ProcessGroupGloo(host_store, rank, size, timeout)
-    return _C._ProcessGroupXXCCL(dist_backend_opts.store, rank, size, host, timeout)
+    return _C._ProcessGroupXXCCL(dist_backend_opts.store, rank, size, host, timeout,
+                                 shared_memory=shared_memory)
+
+
+def _shared_memory_requested():
+    transport = os.environ.get("XXCCL_TRANSPORT", "auto").strip().lower() or "auto"
+    if transport not in ("auto", "gloo"):
+        raise ValueError(f"XXCCL_TRANSPORT={transport!r}: expected 'auto' (shared memory between ranks on one "
+                         "host, Gloo otherwise) or 'gloo'")
+    return transport == "auto"
 
 
 def _register():
