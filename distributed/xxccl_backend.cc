@@ -110,8 +110,9 @@ constexpr size_t kShmSlotBytes = size_t{4} << 20;
 // The agreement record of a collective: (op type, dtype, element count; -1: not compared).
 void ThrowIfDisagree(const char* name, int me, const int64_t own[3], int r, const int64_t theirs[3]) {
   if (theirs[0] != own[0]) {
-    throw std::runtime_error(c10::str(name, ": ranks called different collectives: rank ", r, " called op type ",
-                                      theirs[0], ", rank ", me, " called op type ", own[0],
+    throw std::runtime_error(c10::str(name, ": ranks called different collectives: rank ", r, " called ",
+                                      c10d::opTypeToString(static_cast<c10d::OpType>(theirs[0])), ", rank ", me,
+                                      " called ", c10d::opTypeToString(static_cast<c10d::OpType>(own[0])),
                                       " (every rank must issue the same collectives in the same order)"));
   }
   if (theirs[1] != own[1] || (own[2] >= 0 && theirs[2] != own[2])) {
@@ -463,33 +464,26 @@ void XxcclBackend::Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::Op
   WaitHost(host_->allreduce(tensors, o), name);
 }
 
-void XxcclBackend::ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
-  // Each round carries a slot's worth of every rank's elements; every rank reduces all
-  // ranks' copies in rank order, so all ranks compute bitwise the same result. The
-  // agreement record rides in every round's header: a mismatch is found before any
-  // element is combined, on every rank alike.
-  const int64_t count = flat.numel();
-  const int64_t item = static_cast<int64_t>(flat.element_size());
+void XxcclBackend::ShmRounds(const RoundHeader& header, const at::Tensor& like, int64_t count, const char* data,
+                             int64_t root, const char* name, const std::function<void(int64_t, int64_t)>& step) {
+  // The agreement record rides in every round's header: a mismatch is found before any
+  // element is used, on every rank alike.
+  const int64_t item = static_cast<int64_t>(like.element_size());
   const int64_t per_round = std::max<int64_t>(1, static_cast<int64_t>(shm_->slot_bytes()) / item);
-  RoundHeader header;
-  header.words[0] = static_cast<int64_t>(type);
-  header.words[1] = static_cast<int64_t>(flat.scalar_type());
-  header.words[2] = count;
-  auto* base = static_cast<char*>(flat.data_ptr());
   int64_t offset = 0;
   do {  // at least one round: empty tensors still agree
     const int64_t n = std::min(per_round, count - offset);
-    ShmPublish(header, base + offset * item, static_cast<size_t>(n * item), name);
+    ShmPublish(header, data == nullptr ? nullptr : data + offset * item, data == nullptr ? 0 : static_cast<size_t>(n * item),
+               name);
     try {
-      for (int r = 0; r < size_; ++r) ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
-      if (n > 0) {
-        at::Tensor acc = flat.narrow(0, offset, n);
-        auto slot = [&](int r) {
-          return at::from_blob(const_cast<void*>(shm_->Data(r)), {n}, flat.options());
-        };
-        acc.copy_(slot(0));
-        for (int r = 1; r < size_; ++r) Combine(op.op_, acc, slot(r));
+      for (int r = 0; r < size_; ++r) {
+        ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
+        if (root >= 0 && shm_->Header(r).words[3] != root) {
+          throw std::runtime_error(c10::str(name, ": ranks disagree on the root: rank ", r, " has root ",
+                                            shm_->Header(r).words[3], ", rank ", rank_, " has root ", root));
+        }
       }
+      if (n > 0) step(offset, n);
     } catch (...) {
       shm_->Release();
       throw;
@@ -497,6 +491,66 @@ void XxcclBackend::ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d:
     shm_->Release();
     offset += n;
   } while (offset < count);
+}
+
+// Rank r's slot as a 1-D CPU tensor of n elements of `like`'s dtype.
+static at::Tensor SlotView(const ShmExchange& shm, int r, int64_t n, const at::Tensor& like) {
+  return at::from_blob(const_cast<void*>(shm.Data(r)), {n}, like.options());
+}
+
+void XxcclBackend::ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
+  // Every rank reduces all ranks' copies in rank order, so all ranks compute bitwise the
+  // same result.
+  RoundHeader header;
+  header.words[0] = static_cast<int64_t>(type);
+  header.words[1] = static_cast<int64_t>(flat.scalar_type());
+  header.words[2] = flat.numel();
+  ShmRounds(header, flat, flat.numel(), static_cast<const char*>(flat.data_ptr()), -1, name,
+            [&](int64_t offset, int64_t n) {
+              at::Tensor acc = flat.narrow(0, offset, n);
+              acc.copy_(SlotView(*shm_, 0, n, flat));
+              for (int r = 1; r < size_; ++r) Combine(op.op_, acc, SlotView(*shm_, r, n, flat));
+            });
+}
+
+void XxcclBackend::Broadcast(const at::Tensor& flat, int64_t root, c10d::OpType type, const char* name) {
+  if (!shm_) {
+    CheckAgreement(type, name, flat.scalar_type(), flat.numel());
+    std::vector<at::Tensor> tensors{flat};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    WaitHost(host_->broadcast(tensors, o), name);
+    return;
+  }
+  RoundHeader header;
+  header.words[0] = static_cast<int64_t>(type);
+  header.words[1] = static_cast<int64_t>(flat.scalar_type());
+  header.words[2] = flat.numel();
+  header.words[3] = root;
+  // Only the root's slot carries data; the others publish their headers alone.
+  const char* data = rank_ == root ? static_cast<const char*>(flat.data_ptr()) : nullptr;
+  ShmRounds(header, flat, flat.numel(), data, root, name, [&](int64_t offset, int64_t n) {
+    if (rank_ != root) flat.narrow(0, offset, n).copy_(SlotView(*shm_, static_cast<int>(root), n, flat));
+  });
+}
+
+void XxcclBackend::Allgather(const at::Tensor& in, const std::vector<at::Tensor>& outs, c10d::OpType type,
+                             const char* name) {
+  if (!shm_) {
+    CheckAgreement(type, name, in.scalar_type(), in.numel());
+    std::vector<at::Tensor> inputs{in};
+    std::vector<std::vector<at::Tensor>> outputs{outs};
+    WaitHost(host_->allgather(outputs, inputs, c10d::AllgatherOptions()), name);
+    return;
+  }
+  RoundHeader header;
+  header.words[0] = static_cast<int64_t>(type);
+  header.words[1] = static_cast<int64_t>(in.scalar_type());
+  header.words[2] = in.numel();
+  ShmRounds(header, in, in.numel(), static_cast<const char*>(in.data_ptr()), -1, name,
+            [&](int64_t offset, int64_t n) {
+              for (int r = 0; r < size_; ++r) outs[r].narrow(0, offset, n).copy_(SlotView(*shm_, r, n, in));
+            });
 }
 
 c10::intrusive_ptr<c10d::Work> XxcclBackend::Launch(c10d::OpType type, const char* name,
@@ -621,15 +675,10 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::broadcast(std::vector<at::Tensor>& 
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, name, ": root rank ", opts.rootRank,
               " is outside the group of ", size_);
   at::Tensor t = tensors[0];
-  const at::ScalarType dtype = t.scalar_type();
-  const int64_t numel = t.numel();
   const int64_t root = opts.rootRank;
   return Launch(c10d::OpType::BROADCAST, name, {{t}}, {true}, {t},
-                [this, name, dtype, numel, root](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::BROADCAST, name, dtype, numel);
-                  c10d::BroadcastOptions o;
-                  o.rootRank = root;
-                  WaitHost(host_->broadcast(v[0], o), name);
+                [this, name, root](std::vector<HostTensors>& v) {
+                  Broadcast(v[0][0].reshape({-1}), root, c10d::OpType::BROADCAST, name);
                 });
 }
 
@@ -668,13 +717,10 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allgather(std::vector<std::vector<a
   TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, name, ": expected ", size_,
               " output tensors (one per rank), got ", outputs[0].size());
   for (const auto& o : outputs[0]) CheckSameShape(name, inputs[0], o, "an output tensor");
-  const at::ScalarType dtype = inputs[0].scalar_type();
-  const int64_t numel = inputs[0].numel();
   return Launch(c10d::OpType::ALLGATHER, name, {inputs, outputs[0]}, {false, true}, outputs[0],
-                [this, name, dtype, numel](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::ALLGATHER, name, dtype, numel);
-                  std::vector<std::vector<at::Tensor>> out{v[1]};
-                  WaitHost(host_->allgather(out, v[0], c10d::AllgatherOptions()), name);
+                [this, name](std::vector<HostTensors>& v) {
+                  Allgather(v[0][0].reshape({-1}), c10::fmap(v[1], [](const at::Tensor& t) { return t.reshape({-1}); }),
+                            c10d::OpType::ALLGATHER, name);
                 });
 }
 
@@ -685,16 +731,12 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::_allgather_base(at::Tensor& output,
               " differs from input dtype ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * size_, name, ": output has ", output.numel(),
               " elements, expected input numel x world size = ", input.numel() * size_);
-  const at::ScalarType dtype = input.scalar_type();
-  const int64_t numel = input.numel();
   return Launch(c10d::OpType::_ALLGATHER_BASE, name, {{input}, {output}}, {false, true}, {output},
-                [this, name, dtype, numel](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::_ALLGATHER_BASE, name, dtype, numel);
-                  // Gloo gathers straight into per-rank slices of the flat output (it wants
-                  // the input's sizes to match the slices', so both are flat).
-                  std::vector<at::Tensor> in{v[0][0].reshape({-1})};
-                  std::vector<std::vector<at::Tensor>> out{v[1][0].reshape({-1}).chunk(size_)};
-                  WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
+                [this, name](std::vector<HostTensors>& v) {
+                  // Straight into per-rank slices of the flat output (flat input too: Gloo
+                  // wants the input's sizes to match the slices').
+                  Allgather(v[0][0].reshape({-1}), v[1][0].reshape({-1}).chunk(size_), c10d::OpType::_ALLGATHER_BASE,
+                            name);
                 });
 }
 
@@ -715,17 +757,12 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allgather_coalesced(std::vector<std
   }
   std::vector<bool> written(groups.size(), true);
   written[0] = false;
-  int64_t total = 0;
-  for (const auto& t : inputs) total += t.numel();
-  const at::ScalarType dtype = inputs.empty() ? at::kFloat : inputs[0].scalar_type();
   return Launch(c10d::OpType::ALLGATHER_COALESCED, name, std::move(groups), std::move(written), flat_outputs,
-                [this, name, dtype, total](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::ALLGATHER_COALESCED, name, dtype, total);
+                [this, name](std::vector<HostTensors>& v) {
                   for (size_t i = 0; i < v[0].size(); ++i) {
-                    std::vector<at::Tensor> in{v[0][i]};
-                    std::vector<std::vector<at::Tensor>> out(1);
-                    for (int r = 0; r < size_; ++r) out[0].push_back(v[1 + r][i]);
-                    WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
+                    std::vector<at::Tensor> outs;
+                    for (int r = 0; r < size_; ++r) outs.push_back(v[1 + r][i].reshape({-1}));
+                    Allgather(v[0][i].reshape({-1}), outs, c10d::OpType::ALLGATHER_COALESCED, name);
                   }
                 });
 }
@@ -735,22 +772,17 @@ c10::intrusive_ptr<c10d::Work> XxcclBackend::allgather_into_tensor_coalesced(std
                                                                              const c10d::AllgatherOptions& opts) {
   const char* name = "xxccl:all_gather_into_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size(), name, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
-  int64_t total = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ && outputs[i].scalar_type() == inputs[i].scalar_type(),
                 name, ": output ", i, " must hold world size x input ", i, " elements of its dtype, got ",
                 outputs[i].numel(), " ", outputs[i].scalar_type(), " for ", inputs[i].numel(), " ",
                 inputs[i].scalar_type());
-    total += inputs[i].numel();
   }
-  const at::ScalarType dtype = inputs.empty() ? at::kFloat : inputs[0].scalar_type();
   return Launch(c10d::OpType::ALLGATHER_COALESCED, name, {inputs, outputs}, {false, true}, outputs,
-                [this, name, dtype, total](std::vector<HostTensors>& v) {
-                  CheckAgreement(c10d::OpType::ALLGATHER_COALESCED, name, dtype, total);
+                [this, name](std::vector<HostTensors>& v) {
                   for (size_t i = 0; i < v[0].size(); ++i) {
-                    std::vector<at::Tensor> in{v[0][i].reshape({-1})};
-                    std::vector<std::vector<at::Tensor>> out{v[1][i].reshape({-1}).chunk(size_)};
-                    WaitHost(host_->allgather(out, in, c10d::AllgatherOptions()), name);
+                    Allgather(v[0][i].reshape({-1}), v[1][i].reshape({-1}).chunk(size_),
+                              c10d::OpType::ALLGATHER_COALESCED, name);
                   }
                 });
 }

@@ -8,10 +8,10 @@
 //
 // Transport: the kernel runs the collective synchronously on the comm stream's device
 // thread, reading and writing device memory through DeviceView() as a NIC doing RDMA
-// from device memory would. When every rank of the group is on this host, reductions
-// (all_reduce and the reduce-scatters) and every collective's agreement check go through
-// a shared-memory segment (shm_exchange.h); everything else, and every collective when
-// ranks span hosts, goes through a host-side c10d backend (ProcessGroupGloo, created by
+// from device memory would. When every rank of the group is on this host, all_reduce,
+// the reduce-scatters, broadcast, the all-gathers, barrier and every collective's
+// agreement check go through a shared-memory segment (shm_exchange.h); the rest, and
+// every collective when ranks span hosts, go through a host-side c10d backend (ProcessGroupGloo, created by
 // the Python creator on the same store). XXCCL_STAGING=1 stages Gloo's bytes through host
 // buffers; docs/distributed.md compares the three with measurements. Since the kernel is
 // launched through xxnpuLaunchKernel, it shows on the profiler's device timeline with its
@@ -208,6 +208,16 @@ class XxcclBackend : public c10d::Backend {
   // the agreement check (folded into the first shared-memory round when there is one).
   void Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
   void ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
+  // Inside a kernel: rank `root`'s `flat` copied into every rank's, after the check.
+  void Broadcast(const at::Tensor& flat, int64_t root, c10d::OpType type, const char* name);
+  // Inside a kernel: every rank's `in` (flat) into `outs[r]` (flat, as many elements), after
+  // the check.
+  void Allgather(const at::Tensor& in, const std::vector<at::Tensor>& outs, c10d::OpType type, const char* name);
+  // Rounds of up to a slot of `count` elements each; `step(offset, n)` runs between a
+  // round's publication (of `data` + offset, or nothing when data is null) and release,
+  // after the ranks' headers (and `root`, when >= 0) have been compared.
+  void ShmRounds(const RoundHeader& header, const at::Tensor& like, int64_t count, const char* data,
+                 int64_t root, const char* name, const std::function<void(int64_t, int64_t)>& step);
   // One shared-memory round; throws (naming the collective) when the exchange fails.
   void ShmPublish(const RoundHeader& header, const void* data, size_t nbytes, const char* name);
   void SetUpSharedMemory();

@@ -75,6 +75,11 @@ def all_collectives(rank, world):
     t = _vals(rank).to(DEV)
     dist.broadcast(t, src=world - 1)
     _expect("broadcast", t, _vals(world - 1))
+    # Several shared-memory rounds from a root that is not rank 0.
+    n = (5 << 20) + 3
+    big = torch.arange(n, dtype=torch.float32, device=DEV) % 977 + rank
+    dist.broadcast(big, src=1)
+    _expect("broadcast 20 MB", big, torch.arange(n, dtype=torch.float32) % 977 + 1)
     done.append("broadcast")
 
     for op, want in [(dist.ReduceOp.SUM, all_vals.sum(0)), (dist.ReduceOp.MAX, all_vals.max(0).values)]:
@@ -93,6 +98,11 @@ def all_collectives(rank, world):
     out = torch.empty(world * 2, 3, device=DEV)  # 2-D, as FSDP's shards
     dist.all_gather_into_tensor(out, _vals(rank).view(2, 3).to(DEV))
     _expect("all_gather_into_tensor 2-D", out, torch.cat([_vals(r).view(2, 3) for r in ranks]))
+    n = (1 << 20) + 5  # 4 MB + 20 bytes a rank: two rounds
+    out = torch.empty(world * n, device=DEV)
+    dist.all_gather_into_tensor(out, torch.arange(n, dtype=torch.float32, device=DEV) % 13 + 100 * rank)
+    _expect("all_gather_into_tensor 4 MB", out, torch.cat([torch.arange(n, dtype=torch.float32) % 13 + 100 * r
+                                                            for r in ranks]))
     done.append("all_gather")
 
     # reduce_scatter: rank r's input chunk i is _vals(r) + i; rank i keeps the reduction of chunk i.

@@ -131,7 +131,30 @@ def test_ranks_calling_different_collectives_fail_clearly(transport_env):
         status, message = results[rank]
         assert status == "ok", (rank, results[rank])
         assert "ranks called different collectives" in message, message
+        assert "ALLREDUCE" in message and "BROADCAST" in message, message
     assert time.monotonic() - start < 60
+
+
+def different_roots(rank, world):
+    import torch
+    import torch.distributed as dist
+
+    x = torch.ones(4, device="xxnpu")
+    try:
+        dist.broadcast(x, src=rank)  # every rank thinks it is the root
+        torch.xxnpu.synchronize()
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError("broadcast with different roots did not fail")
+
+
+def test_broadcast_roots_that_differ_fail_clearly_over_shared_memory():
+    # (Over Gloo the agreement record has no root: Gloo's own timeout ends that case.)
+    results = run_ranks(different_roots, 2, timeout_s=TIMEOUT_S, deadline_s=90)
+    for rank in (0, 1):
+        status, message = results[rank]
+        assert status == "ok", (rank, results[rank])
+        assert "ranks disagree on the root" in message, message
 
 
 def unused(rank, world):

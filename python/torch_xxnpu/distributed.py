@@ -8,8 +8,8 @@ per-group stream, with NCCL's semantics (see docs/distributed.md).
 
 The bytes travel through a Gloo process group created here on the same store (under its
 own prefix), which the native backend drives from the communication stream; when all
-ranks share this host, reductions and the ranks' agreement checks go through shared
-memory instead. ``XXCCL_TRANSPORT=gloo`` keeps everything on Gloo (default: ``auto``).
+ranks share this host, all_reduce, reduce-scatters, broadcast, all-gathers and the ranks'
+agreement checks go through shared memory instead. ``XXCCL_TRANSPORT=gloo`` keeps everything on Gloo (default: ``auto``).
 """
 import os
 from datetime import timedelta
