@@ -113,8 +113,8 @@ class Runtime {
     }
     s->Shutdown();
     s->thread = std::thread();
-    s->ring.reset();  // every command has run: destroys what they captured
-    s->reaped = 0;
+    s->queue.clear();
+    s->retired.clear();
     s->enqueued = 0;
     s->enqueued_hint.store(0);
     s->completed.store(0);

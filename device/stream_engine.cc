@@ -34,42 +34,27 @@ void EventImpl::WaitReached(uint64_t generation) {
 
 namespace {
 
-// Why kernel bodies are destroyed by the host: a body (its closure) is allocated by the
-// launching host thread. Freed on the device thread, each launch paid glibc's slow
-// cross-thread path (the chunk overflows the device thread's cache into the shared arena,
-// under the arena lock the host's next allocation also needs), measured as the largest
-// single cost of a small op's launch. Freed on a host thread, both ends stay in that
-// thread's cache. So finished commands' bodies stay in the ring until the next launch or
-// synchronize on the stream takes them out, and that host thread destroys them after
-// unlocking. The vectors are per host thread so that their capacity is recycled.
-struct Reaped {
-  std::vector<KernelBody> bodies;
-  std::vector<absl::AnyInvocable<void()>> host_fns;
-};
-thread_local Reaped t_reaped;
-// Set while this thread destroys what it reaped: a destructor that launches (and so
-// reaps) again collects into a vector of its own, not into the one being cleared.
+// Why kernel bodies come back to the host to be destroyed: a body (its closure) is
+// allocated by the launching host thread. Freed on the device thread, each launch paid
+// glibc's slow cross-thread path (the chunk overflows the device thread's cache into the
+// shared arena, under the arena lock the host's next allocation also needs), measured as
+// the largest single cost of a small op's launch. Freed on a host thread, both ends stay
+// in that thread's cache. The swap buffer is per host thread so that vector capacity,
+// not just bodies, is recycled instead of reallocated.
+thread_local std::vector<KernelBody> t_reaped;
+// Set while this thread destroys bodies: a destructor that launches (and so reaps) again
+// must not touch the vector being cleared; its stream's bodies wait for the next call.
 thread_local bool t_reaping = false;
 
-// Destroys what was reaped into `r` (outside the stream's mutex: destructors may be slow
-// and may launch again).
-void DestroyReaped(Reaped& r) {
-  if (&r != &t_reaped) {
-    r.bodies.clear();
-    r.host_fns.clear();
-    return;
-  }
-  if (t_reaping) return;
-  t_reaping = true;
-  r.bodies.clear();
-  r.host_fns.clear();
-  t_reaping = false;
+// Under the stream's mutex: takes the stream's retired bodies for this thread to destroy.
+void TakeRetiredLocked(std::vector<KernelBody>& retired) {
+  if (!t_reaping && !retired.empty()) t_reaped.swap(retired);
 }
 
-// Locks `mu`, spinning briefly first. Host threads launching on one stream (and the
-// device thread, on its rare paths) each hold the stream mutex for well under a
-// microsecond; a plain lock() that finds it taken sleeps in the kernel, and the holder's
-// unlock then pays a futex wake-up (a syscall, microseconds on these VMs).
+// Locks `mu`, spinning briefly first. The host and its stream's device thread each hold
+// the stream mutex for well under a microsecond; a plain lock() that finds it taken
+// sleeps in the kernel, and the holder's unlock then pays a futex wake-up (a syscall,
+// microseconds on these VMs), which showed as the top cost of a small op's launch.
 void LockSpinning(std::mutex& mu) {
   for (int i = 0; i < 256; ++i) {
     if (mu.try_lock()) return;
@@ -78,58 +63,38 @@ void LockSpinning(std::mutex& mu) {
   mu.lock();
 }
 
-}  // namespace
-
-void StreamImpl::ReapLocked(std::vector<KernelBody>& bodies, std::vector<absl::AnyInvocable<void()>>& host_fns) {
-  const uint64_t done = completed.load(std::memory_order_acquire);
-  for (; reaped < done; ++reaped) {
-    Command& cmd = ring[(reaped + 1) % kRingSlots];
-    if (cmd.body) {
-      bodies.push_back(std::move(cmd.body));
-      cmd.body = nullptr;
-    }
-    if (cmd.host_fn) {
-      host_fns.push_back(std::move(cmd.host_fn));
-      cmd.host_fn = nullptr;
-    }
-  }
+// Outside the mutex: destroys what TakeRetiredLocked took.
+void DestroyTaken() {
+  if (t_reaping || t_reaped.empty()) return;
+  t_reaping = true;
+  t_reaped.clear();
+  t_reaping = false;
 }
 
+}  // namespace
+
 uint64_t StreamImpl::Enqueue(Command cmd) {
-  for (;;) {
-    Reaped nested;
-    Reaped& sink = t_reaping ? nested : t_reaped;
-    bool wake = false;
-    bool full = false;
-    uint64_t seq;
-    {
-      LockSpinning(mu);
-      std::lock_guard<std::mutex> lock(mu, std::adopt_lock);
-      if (!ring) ring = std::make_unique<Command[]>(kRingSlots);
-      ReapLocked(sink.bodies, sink.host_fns);
-      seq = enqueued + 1;
-      if (seq > kRingSlots && reaped < seq - kRingSlots) {
-        full = true;  // the device thread is kRingSlots commands behind
-      } else {
-        enqueued = seq;
-        cmd.seq = seq;
-        ring[seq % kRingSlots] = std::move(cmd);
-        enqueued_hint.store(seq, std::memory_order_release);
-        if (!thread.joinable()) {
-          thread = std::thread([this] { Loop(); });
-        } else if (sleeping) {
-          // Only a sleeping device thread needs the (syscall-priced) wake-up.
-          sleeping = false;
-          wake = true;
-        }
-      }
+  bool wake = false;
+  uint64_t seq;
+  {
+    LockSpinning(mu);
+    std::lock_guard<std::mutex> lock(mu, std::adopt_lock);
+    seq = ++enqueued;
+    cmd.seq = seq;
+    queue.push_back(std::move(cmd));
+    enqueued_hint.store(seq, std::memory_order_release);
+    TakeRetiredLocked(retired);
+    if (!thread.joinable()) {
+      thread = std::thread([this] { Loop(); });
+    } else if (sleeping) {
+      // Only a sleeping device thread needs the (syscall-priced) wake-up.
+      sleeping = false;
+      wake = true;
     }
-    if (wake) work_cv.notify_one();
-    DestroyReaped(sink);
-    if (!full) return seq;
-    // As a full push buffer does: block until the device thread frees the slot.
-    WaitFor(seq - kRingSlots);
   }
+  if (wake) work_cv.notify_one();
+  DestroyTaken();  // outside the lock: destructors may be slow
+  return seq;
 }
 
 uint64_t StreamImpl::LastEnqueued() {
@@ -138,8 +103,6 @@ uint64_t StreamImpl::LastEnqueued() {
 }
 
 void StreamImpl::WaitFor(uint64_t seq) {
-  Reaped nested;
-  Reaped& sink = t_reaping ? nested : t_reaped;
   {
     std::unique_lock<std::mutex> lock(mu);
     if (!Reached(seq)) {
@@ -149,10 +112,12 @@ void StreamImpl::WaitFor(uint64_t seq) {
       done_cv.wait(lock, [&] { return completed.load() >= seq; });
       waiters.fetch_sub(1);
     }
-    // A synchronizing host also releases what finished commands captured.
-    if (ring) ReapLocked(sink.bodies, sink.host_fns);
+    // A synchronizing host also releases what finished kernels captured. Bodies of a
+    // batch that finished without a waiter are handed back when the device thread
+    // takes its next batch, so they are released by the launch and synchronize after.
+    TakeRetiredLocked(retired);
   }
-  DestroyReaped(sink);
+  DestroyTaken();
 }
 
 absl::Status StreamImpl::TakeError() {
@@ -184,35 +149,41 @@ void StreamImpl::Shutdown() {
 
 void StreamImpl::Loop() {
   const int64_t spin_ns = int64_t{options.spin_us} * 1000;
-  uint64_t done = 0;  // the last command this thread ran
+  uint64_t last_seq = 0;
+  std::vector<Command> batch;
   for (;;) {
-    uint64_t avail = enqueued_hint.load(std::memory_order_acquire);
-    if (avail == done && spin_ns > 0) {
-      // Spin briefly before sleeping (XXNPU_SPIN_US): a launch arriving meanwhile starts
-      // in ~1 us instead of paying a wake-up (~30 us on these VMs), so gaps in a profile
-      // are the host's, not the simulator's.
+    // Spin briefly before sleeping (XXNPU_SPIN_US): a launch arriving meanwhile starts in
+    // ~1 us instead of paying a wake-up (~30 us on these VMs), so gaps in a profile are
+    // the host's, not the simulator's.
+    if (spin_ns > 0 && enqueued_hint.load(std::memory_order_acquire) == last_seq) {
       const int64_t until = NowNs() + spin_ns;
-      while ((avail = enqueued_hint.load(std::memory_order_acquire)) == done && NowNs() < until) {
+      while (enqueued_hint.load(std::memory_order_acquire) == last_seq && NowNs() < until) {
         XXNPU_CPU_RELAX();
       }
     }
-    if (avail == done) {
+    {
+      // Take everything queued in one go: the host's Enqueue and this thread then meet on
+      // the mutex once per batch, not once per command. The same critical section hands
+      // the previous batch's kernel bodies back to the host (see Enqueue).
       LockSpinning(mu);
       std::unique_lock<std::mutex> lock(mu, std::adopt_lock);
-      while ((avail = enqueued_hint.load(std::memory_order_acquire)) == done) {
+      for (Command& cmd : batch) {
+        if (cmd.body) retired.push_back(std::move(cmd.body));
+      }
+      batch.clear();
+      while (queue.empty()) {
         if (stop) return;
         sleeping = true;
         work_cv.wait(lock);
         sleeping = false;
       }
+      batch.swap(queue);
     }
-    // Everything published so far, without the mutex: the host writes a slot before
-    // publishing its seq (release), and refills it only after `completed` passed it.
-    for (uint64_t seq = done + 1; seq <= avail; ++seq) {
-      Command& cmd = ring[seq % kRingSlots];
-      const bool skip = failed.load() || seq <= skip_through.load();
+    for (Command& cmd : batch) {
+      const bool skip = failed.load() || cmd.seq <= skip_through.load();
       absl::Status failure;
       Execute(cmd, skip, &failure);
+      last_seq = cmd.seq;
       if (!failure.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (!failed.load()) {
@@ -220,8 +191,13 @@ void StreamImpl::Loop() {
           failed.store(true);
         }
       }
-      // The slot is the host's from here on (it reaps what the command captured).
-      completed.store(seq);
+      if (cmd.body && waiters.load() > 0) {
+        // A host is synchronizing: hand the body back before the host can see the
+        // command complete, so its synchronize also releases what the kernel captured.
+        std::lock_guard<std::mutex> lock(mu);
+        retired.push_back(std::move(cmd.body));
+      }
+      completed.store(cmd.seq);
       // Checked again after the store (both seq_cst), pairing with WaitFor's announce-
       // then-check: one of the two sides sees the other.
       if (waiters.load() > 0) {
@@ -230,7 +206,6 @@ void StreamImpl::Loop() {
         done_cv.notify_all();
       }
     }
-    done = avail;
   }
 }
 

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -90,25 +89,19 @@ struct StreamImpl {
   ComputePool* pool = nullptr;
   EngineOptions options;
 
-  // The host hands commands to the device thread through a ring of kRingSlots commands,
-  // as a driver's push buffer: command `seq` lives in slot seq % kRingSlots. Host threads
-  // serialise on `mu` among themselves, write a slot and publish its seq in
-  // `enqueued_hint`; the device thread runs every published slot without taking `mu`
-  // (it takes it only to sleep, to record an error, or to wake a synchronizing host).
-  // A slot is refilled only once `completed` has passed its previous command. When the
-  // device thread took commands under `mu` instead, the mutex's cache line crossed cores
-  // twice per launch, the largest cost of a small op's launch (docs/adding-an-op.md).
-  // Fields one side writes while the other polls have their own cache lines.
-  static constexpr uint64_t kRingSlots = 512;
+  // The host and the device thread hand work over through the fields below. Those one
+  // side writes while the other polls get their own cache lines: sharing a line with
+  // the mutex or with read-mostly fields made every launch's unlock miss the cache
+  // (the device thread had pulled the line over meanwhile).
   alignas(64) std::mutex mu;
-  std::unique_ptr<Command[]> ring;         // allocated at the first launch, guarded by mu
+  std::vector<Command> queue;              // guarded by mu
+  // Bodies of kernels the device thread has run, handed back for the host to destroy
+  // (guarded by mu; see Enqueue).
+  std::vector<KernelBody> retired;
   uint64_t enqueued = 0;                   // seq of the last queued command, guarded by mu
-  // Commands up to `reaped` have had their kernel bodies and host functions taken out of
-  // the ring for a host thread to destroy (guarded by mu; see Enqueue).
-  uint64_t reaped = 0;
   bool sleeping = false;                   // guarded by mu
   bool stop = false;                       // guarded by mu
-  alignas(64) std::atomic<uint64_t> enqueued_hint{0};  // `enqueued`, readable without mu
+  alignas(64) std::atomic<uint64_t> enqueued_hint{0};  // `enqueued`, readable without mu (spinning)
   alignas(64) std::atomic<uint64_t> completed{0};      // seq of the last finished command
   std::atomic<int> waiters{0};                         // host threads in WaitFor
   alignas(64) std::condition_variable work_cv;  // the device thread waits for commands
@@ -123,7 +116,7 @@ struct StreamImpl {
 
   // Queues `cmd` (assigning its seq) and returns the seq. Starts the device thread.
   uint64_t Enqueue(Command cmd);
-  // Blocks until command `seq` has finished; also destroys what finished commands captured.
+  // Blocks until command `seq` has finished; also destroys retired kernel bodies.
   void WaitFor(uint64_t seq);
   bool Reached(uint64_t seq) const { return completed.load(std::memory_order_acquire) >= seq; }
   uint64_t LastEnqueued();
@@ -136,8 +129,6 @@ struct StreamImpl {
   void Shutdown();
 
  private:
-  // Under mu: takes what finished commands captured (up to `completed`) out of the ring.
-  void ReapLocked(std::vector<KernelBody>& bodies, std::vector<absl::AnyInvocable<void()>>& host_fns);
   void Loop();
   void Execute(Command& cmd, bool skip, absl::Status* failure);
 };
