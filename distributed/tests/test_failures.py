@@ -79,6 +79,18 @@ def test_rank_that_never_joins_fails_init_within_timeout():
     assert time.monotonic() - start < 60
 
 
+def _error_of(call, what):
+    """The message of the error `call` raises, at the call or at the next synchronize."""
+    import torch
+
+    try:
+        call()
+        torch.xxnpu.synchronize()
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError(f"{what} did not fail")
+
+
 def mismatched(rank, world, kind):
     import torch
     import torch.distributed as dist
@@ -87,12 +99,7 @@ def mismatched(rank, world, kind):
         x = torch.ones(4 + rank, device="xxnpu")
     else:
         x = torch.ones(4, device="xxnpu", dtype=torch.float32 if rank == 0 else torch.int32)
-    try:
-        dist.all_reduce(x)
-        torch.xxnpu.synchronize()
-    except RuntimeError as e:
-        return str(e)
-    raise AssertionError("mismatched all_reduce did not fail")
+    return _error_of(lambda: dist.all_reduce(x), "mismatched all_reduce")
 
 
 @pytest.mark.parametrize("transport_env", ["auto", "gloo"])
@@ -111,15 +118,8 @@ def different_collectives(rank, world):
     import torch.distributed as dist
 
     x = torch.ones(4, device="xxnpu")
-    try:
-        if rank == 0:
-            dist.all_reduce(x)
-        else:
-            dist.broadcast(x, src=0)
-        torch.xxnpu.synchronize()
-    except RuntimeError as e:
-        return str(e)
-    raise AssertionError("all_reduce against broadcast did not fail")
+    return _error_of(lambda: dist.all_reduce(x) if rank == 0 else dist.broadcast(x, src=0),
+                     "all_reduce against broadcast")
 
 
 @pytest.mark.parametrize("transport_env", ["auto", "gloo"])
@@ -140,12 +140,8 @@ def different_roots(rank, world):
     import torch.distributed as dist
 
     x = torch.ones(4, device="xxnpu")
-    try:
-        dist.broadcast(x, src=rank)  # every rank thinks it is the root
-        torch.xxnpu.synchronize()
-    except RuntimeError as e:
-        return str(e)
-    raise AssertionError("broadcast with different roots did not fail")
+    # Every rank thinks it is the root.
+    return _error_of(lambda: dist.broadcast(x, src=rank), "broadcast with different roots")
 
 
 def test_broadcast_roots_that_differ_fail_clearly_over_shared_memory():
