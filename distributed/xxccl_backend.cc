@@ -137,6 +137,21 @@ void Combine(c10d::ReduceOp::RedOpType op, at::Tensor& acc, const at::Tensor& x)
   }
 }
 
+// A shared-memory round's header: the agreement record, and broadcast's root (-1: none).
+RoundHeader AgreementHeader(c10d::OpType type, at::ScalarType dtype, int64_t count, int64_t root = -1) {
+  RoundHeader header;
+  header.words[0] = static_cast<int64_t>(type);
+  header.words[1] = static_cast<int64_t>(dtype);
+  header.words[2] = count;
+  header.words[3] = root;
+  return header;
+}
+
+// Rank r's slot as a 1-D CPU tensor of n elements of `like`'s dtype.
+at::Tensor SlotView(const ShmExchange& shm, int r, int64_t n, const at::Tensor& like) {
+  return at::from_blob(const_cast<void*>(shm.Data(r)), {n}, like.options());
+}
+
 std::string StoreString(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> StoreBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
@@ -415,27 +430,11 @@ void XxcclBackend::WaitHost(const c10::intrusive_ptr<c10d::Work>& work, const ch
   work->wait();
 }
 
-void XxcclBackend::ShmPublish(const RoundHeader& header, const void* data, size_t nbytes, const char* name) {
-  absl::Status s = shm_->Publish(header, data, nbytes, absl::Now() + absl::FromChrono(timeout_));
-  if (!s.ok()) throw std::runtime_error(c10::str(name, ": shared-memory transport: ", s.message()));
-}
-
 void XxcclBackend::CheckAgreement(c10d::OpType type, const char* name, at::ScalarType dtype, int64_t count) {
   if (size_ == 1) return;
   if (shm_) {
     // A round without data: microseconds, so the check is always on with shared memory.
-    RoundHeader header;
-    header.words[0] = static_cast<int64_t>(type);
-    header.words[1] = static_cast<int64_t>(dtype);
-    header.words[2] = count;
-    ShmPublish(header, nullptr, 0, name);
-    try {
-      for (int r = 0; r < size_; ++r) ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
-    } catch (...) {
-      shm_->Release();
-      throw;
-    }
-    shm_->Release();
+    ShmRounds(AgreementHeader(type, dtype, count), 1, 0, nullptr, name, {});
     return;
   }
   if (!check_shapes_) return;
@@ -452,29 +451,19 @@ void XxcclBackend::CheckAgreement(c10d::OpType type, const char* name, at::Scala
   }
 }
 
-void XxcclBackend::Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
-  if (shm_) {
-    ShmAllreduce(flat, op, type, name);
-    return;
-  }
-  CheckAgreement(type, name, flat.scalar_type(), flat.numel());
-  std::vector<at::Tensor> tensors{flat};
-  c10d::AllreduceOptions o;
-  o.reduceOp = op;
-  WaitHost(host_->allreduce(tensors, o), name);
-}
-
-void XxcclBackend::ShmRounds(const RoundHeader& header, const at::Tensor& like, int64_t count, const char* data,
-                             int64_t root, const char* name, const std::function<void(int64_t, int64_t)>& step) {
+void XxcclBackend::ShmRounds(const RoundHeader& header, int64_t item, int64_t count, const char* data,
+                             const char* name, const std::function<void(int64_t, int64_t)>& step) {
   // The agreement record rides in every round's header: a mismatch is found before any
   // element is used, on every rank alike.
-  const int64_t item = static_cast<int64_t>(like.element_size());
+  const int64_t root = header.words[3];
   const int64_t per_round = std::max<int64_t>(1, static_cast<int64_t>(shm_->slot_bytes()) / item);
   int64_t offset = 0;
   do {  // at least one round: empty tensors still agree
     const int64_t n = std::min(per_round, count - offset);
-    ShmPublish(header, data == nullptr ? nullptr : data + offset * item, data == nullptr ? 0 : static_cast<size_t>(n * item),
-               name);
+    const absl::Status published =
+        shm_->Publish(header, data == nullptr ? nullptr : data + offset * item,
+                      data == nullptr ? 0 : static_cast<size_t>(n * item), absl::Now() + absl::FromChrono(timeout_));
+    if (!published.ok()) throw std::runtime_error(c10::str(name, ": shared-memory transport: ", published.message()));
     try {
       for (int r = 0; r < size_; ++r) {
         ThrowIfDisagree(name, rank_, header.words, r, shm_->Header(r).words);
@@ -493,20 +482,19 @@ void XxcclBackend::ShmRounds(const RoundHeader& header, const at::Tensor& like, 
   } while (offset < count);
 }
 
-// Rank r's slot as a 1-D CPU tensor of n elements of `like`'s dtype.
-static at::Tensor SlotView(const ShmExchange& shm, int r, int64_t n, const at::Tensor& like) {
-  return at::from_blob(const_cast<void*>(shm.Data(r)), {n}, like.options());
-}
-
-void XxcclBackend::ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
+void XxcclBackend::Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name) {
+  if (!shm_) {
+    CheckAgreement(type, name, flat.scalar_type(), flat.numel());
+    std::vector<at::Tensor> tensors{flat};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    WaitHost(host_->allreduce(tensors, o), name);
+    return;
+  }
   // Every rank reduces all ranks' copies in rank order, so all ranks compute bitwise the
   // same result.
-  RoundHeader header;
-  header.words[0] = static_cast<int64_t>(type);
-  header.words[1] = static_cast<int64_t>(flat.scalar_type());
-  header.words[2] = flat.numel();
-  ShmRounds(header, flat, flat.numel(), static_cast<const char*>(flat.data_ptr()), -1, name,
-            [&](int64_t offset, int64_t n) {
+  ShmRounds(AgreementHeader(type, flat.scalar_type(), flat.numel()), flat.element_size(), flat.numel(),
+            static_cast<const char*>(flat.data_ptr()), name, [&](int64_t offset, int64_t n) {
               at::Tensor acc = flat.narrow(0, offset, n);
               acc.copy_(SlotView(*shm_, 0, n, flat));
               for (int r = 1; r < size_; ++r) Combine(op.op_, acc, SlotView(*shm_, r, n, flat));
@@ -522,16 +510,12 @@ void XxcclBackend::Broadcast(const at::Tensor& flat, int64_t root, c10d::OpType 
     WaitHost(host_->broadcast(tensors, o), name);
     return;
   }
-  RoundHeader header;
-  header.words[0] = static_cast<int64_t>(type);
-  header.words[1] = static_cast<int64_t>(flat.scalar_type());
-  header.words[2] = flat.numel();
-  header.words[3] = root;
   // Only the root's slot carries data; the others publish their headers alone.
   const char* data = rank_ == root ? static_cast<const char*>(flat.data_ptr()) : nullptr;
-  ShmRounds(header, flat, flat.numel(), data, root, name, [&](int64_t offset, int64_t n) {
-    if (rank_ != root) flat.narrow(0, offset, n).copy_(SlotView(*shm_, static_cast<int>(root), n, flat));
-  });
+  ShmRounds(AgreementHeader(type, flat.scalar_type(), flat.numel(), root), flat.element_size(), flat.numel(), data,
+            name, [&](int64_t offset, int64_t n) {
+              if (rank_ != root) flat.narrow(0, offset, n).copy_(SlotView(*shm_, static_cast<int>(root), n, flat));
+            });
 }
 
 void XxcclBackend::Allgather(const at::Tensor& in, const std::vector<at::Tensor>& outs, c10d::OpType type,
@@ -543,12 +527,8 @@ void XxcclBackend::Allgather(const at::Tensor& in, const std::vector<at::Tensor>
     WaitHost(host_->allgather(outputs, inputs, c10d::AllgatherOptions()), name);
     return;
   }
-  RoundHeader header;
-  header.words[0] = static_cast<int64_t>(type);
-  header.words[1] = static_cast<int64_t>(in.scalar_type());
-  header.words[2] = in.numel();
-  ShmRounds(header, in, in.numel(), static_cast<const char*>(in.data_ptr()), -1, name,
-            [&](int64_t offset, int64_t n) {
+  ShmRounds(AgreementHeader(type, in.scalar_type(), in.numel()), in.element_size(), in.numel(),
+            static_cast<const char*>(in.data_ptr()), name, [&](int64_t offset, int64_t n) {
               for (int r = 0; r < size_; ++r) outs[r].narrow(0, offset, n).copy_(SlotView(*shm_, r, n, in));
             });
 }

@@ -207,19 +207,17 @@ class XxcclBackend : public c10d::Backend {
   // Inside a kernel: `flat` (a contiguous host view) reduced across ranks in place, after
   // the agreement check (folded into the first shared-memory round when there is one).
   void Allreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
-  void ShmAllreduce(const at::Tensor& flat, c10d::ReduceOp op, c10d::OpType type, const char* name);
   // Inside a kernel: rank `root`'s `flat` copied into every rank's, after the check.
   void Broadcast(const at::Tensor& flat, int64_t root, c10d::OpType type, const char* name);
   // Inside a kernel: every rank's `in` (flat) into `outs[r]` (flat, as many elements), after
   // the check.
   void Allgather(const at::Tensor& in, const std::vector<at::Tensor>& outs, c10d::OpType type, const char* name);
-  // Rounds of up to a slot of `count` elements each; `step(offset, n)` runs between a
-  // round's publication (of `data` + offset, or nothing when data is null) and release,
-  // after the ranks' headers (and `root`, when >= 0) have been compared.
-  void ShmRounds(const RoundHeader& header, const at::Tensor& like, int64_t count, const char* data,
-                 int64_t root, const char* name, const std::function<void(int64_t, int64_t)>& step);
-  // One shared-memory round; throws (naming the collective) when the exchange fails.
-  void ShmPublish(const RoundHeader& header, const void* data, size_t nbytes, const char* name);
+  // Shared-memory rounds of up to a slot of `count` elements of `item` bytes each:
+  // `step(offset, n)` runs between a round's publication (of `data` + offset, or nothing
+  // when data is null) and its release, after the ranks' headers (and roots, when the
+  // header has one) have been compared. Throws, naming the collective, on any failure.
+  void ShmRounds(const RoundHeader& header, int64_t item, int64_t count, const char* data, const char* name,
+                 const std::function<void(int64_t, int64_t)>& step);
   void SetUpSharedMemory();
   // Waits for a host work inside a kernel, bounded by the group's timeout.
   void WaitHost(const c10::intrusive_ptr<c10d::Work>& work, const char* name);
