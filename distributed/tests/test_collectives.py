@@ -103,6 +103,12 @@ def all_collectives(rank, world):
     dist.all_gather_into_tensor(out, torch.arange(n, dtype=torch.float32, device=DEV) % 13 + 100 * rank)
     _expect("all_gather_into_tensor 4 MB", out, torch.cat([torch.arange(n, dtype=torch.float32) % 13 + 100 * r
                                                             for r in ranks]))
+    # The deprecated list-of-lists form (ProcessGroup.allgather_coalesced).
+    lists = [[torch.empty(6, device=DEV), torch.empty(2, 2, device=DEV)] for _ in ranks]
+    dist.all_gather_coalesced(lists, [_vals(rank).to(DEV), _vals(rank, 4).view(2, 2).to(DEV)])
+    for r in ranks:
+        _expect(f"all_gather_coalesced[{r}][0]", lists[r][0], _vals(r))
+        _expect(f"all_gather_coalesced[{r}][1]", lists[r][1], _vals(r, 4).view(2, 2))
     done.append("all_gather")
 
     # reduce_scatter: rank r's input chunk i is _vals(r) + i; rank i keeps the reduction of chunk i.
