@@ -33,7 +33,8 @@ void ComputePool::Work(Job& job) {
   if (finished) job.done.fetch_add(finished, std::memory_order_acq_rel);
 }
 
-absl::Status ComputePool::Run(int64_t total, bool parallel, int priority, const KernelBody& body) {
+absl::Status ComputePool::Run(int64_t total, bool parallel, int priority,
+                              absl::FunctionRef<absl::Status(BlockRange)> body) {
   if (total <= 0) return absl::OkStatus();
   if (!parallel || total == 1 || threads_ == 1) return body(BlockRange{0, total});
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "device/runtime.h"
 
@@ -29,13 +30,13 @@ class ComputePool {
 
   // Runs `body` over blocks [0, total) and returns the first error any share returned.
   // Spreads the work over the pool when `parallel` and there is more than one block.
-  absl::Status Run(int64_t total, bool parallel, int priority, const KernelBody& body);
+  absl::Status Run(int64_t total, bool parallel, int priority, absl::FunctionRef<absl::Status(BlockRange)> body);
 
   int threads() const { return threads_; }
 
  private:
   struct Job {
-    const KernelBody* body = nullptr;
+    const absl::FunctionRef<absl::Status(BlockRange)>* body = nullptr;
     int64_t total = 0;
     int64_t chunk = 1;
     int priority = 0;

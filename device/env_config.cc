@@ -82,6 +82,11 @@ absl::StatusOr<RuntimeConfig> ParseRuntimeConfig(
     if (!n.ok()) return n.status();
     c.spin_us = *n;
   }
+  if (const char* v = getenv("XXNPU_FETCH_INTERVAL_NS")) {
+    auto n = ParseIntVar("XXNPU_FETCH_INTERVAL_NS", v, 0, 1000000);
+    if (!n.ok()) return n.status();
+    c.fetch_interval_ns = *n;
+  }
   if (const char* v = getenv("XXNPU_LAUNCH_BLOCKING")) {
     auto b = ParseBoolVar("XXNPU_LAUNCH_BLOCKING", v);
     if (!b.ok()) return b.status();

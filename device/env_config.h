@@ -20,6 +20,11 @@ struct RuntimeConfig {
   // ~30 us on these VMs (docs/device-runtime.md); a short spin keeps back-to-back
   // launches starting within ~1 us, at the price of at most this much CPU per idle spell.
   int spin_us = 50;
+  // While a stream is busy, its thread looks for new commands at most this often (0:
+  // whenever it is free). Taking launches a few at a time instead of one by one saves
+  // the host a cross-core cache miss per launch (docs/device-runtime.md), at the price
+  // of a kernel starting up to this much later behind a stream of tiny kernels.
+  int fetch_interval_ns = 2000;
 };
 
 // Parses the XXNPU_* variables through `getenv` (injectable for tests). A malformed value

@@ -27,6 +27,7 @@ TEST(EnvConfigTest, Defaults) {
   EXPECT_FALSE(c->launch_blocking);
   EXPECT_FALSE(c->strict_memory);
   EXPECT_EQ(c->spin_us, 50);
+  EXPECT_EQ(c->fetch_interval_ns, 2000);
 }
 
 TEST(EnvConfigTest, ReadsEveryVariable) {
@@ -35,7 +36,8 @@ TEST(EnvConfigTest, ReadsEveryVariable) {
                   {"XXNPU_COMPUTE_THREADS", "3"},
                   {"XXNPU_LAUNCH_BLOCKING", "1"},
                   {"XXNPU_STRICT_MEMORY", "true"},
-                  {"XXNPU_SPIN_US", "25"}});
+                  {"XXNPU_SPIN_US", "25"},
+                  {"XXNPU_FETCH_INTERVAL_NS", "0"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->device_count, 4);
   EXPECT_EQ(c->device_memory, size_t{512} << 20);
@@ -43,6 +45,7 @@ TEST(EnvConfigTest, ReadsEveryVariable) {
   EXPECT_TRUE(c->launch_blocking);
   EXPECT_TRUE(c->strict_memory);
   EXPECT_EQ(c->spin_us, 25);
+  EXPECT_EQ(c->fetch_interval_ns, 0);
 }
 
 TEST(EnvConfigTest, ByteSizes) {
@@ -64,6 +67,8 @@ TEST(EnvConfigTest, BadValuesNameTheVariableAndWhatIsAccepted) {
   EXPECT_THAT(mem.status().message(), HasSubstr("expected between 1M and 1T"));
   auto junk = Parse({{"XXNPU_DEVICE_MEMORY", "plenty"}});
   EXPECT_THAT(junk.status().message(), HasSubstr("XXNPU_DEVICE_MEMORY="));
+  auto fetch = Parse({{"XXNPU_FETCH_INTERVAL_NS", "-5"}});
+  EXPECT_THAT(fetch.status().message(), HasSubstr("XXNPU_FETCH_INTERVAL_NS=\"-5\": expected an integer in [0, 1000000]"));
   auto flag = Parse({{"XXNPU_STRICT_MEMORY", "maybe"}});
   EXPECT_THAT(flag.status().message(), HasSubstr("expected 1/0, true/false"));
 }

@@ -94,9 +94,9 @@ class Runtime {
     s->id = next_stream_id_.fetch_add(1);
     s->pool = devices_[device]->pool.get();
     s->options.spin_us = config_.spin_us;
+    s->options.fetch_interval_ns = config_.fetch_interval_ns;
     s->error = absl::OkStatus();
     s->failed.store(false);
-    s->stop = false;
     s->alive.store(true);
     DeviceState& dev = *devices_[device];
     std::lock_guard<std::mutex> lock(dev.mu);
@@ -112,13 +112,7 @@ class Runtime {
       std::erase(dev.streams, s);
     }
     s->Shutdown();
-    s->thread = std::thread();
-    s->queue.clear();
-    s->retired.clear();
-    s->enqueued = 0;
-    s->enqueued_hint.store(0);
-    s->completed.store(0);
-    s->skip_through.store(0);
+    s->Reset();
     std::lock_guard<std::mutex> lock(handles_mu_);
     free_streams_.push_back(s);
   }
@@ -253,21 +247,27 @@ class ApiCall {
     if (runtime_on_ || DeviceTracingOn()) {
       correlation_id_ = ActivityNextCorrelationId();
       // Captured once, for this record and the device record it links to.
-      ActivityCaptureExternalIds(&ids_);
+      ActivityRecord ids;
+      ActivityCaptureExternalIds(&ids);
+      external_id_[0] = ids.external_id[0];
+      external_id_[1] = ids.external_id[1];
       start_ns_ = NowNs();
     }
   }
   ~ApiCall() {
     if (!runtime_on_) return;
-    ids_.kind = ActivityKind::kRuntime;
-    ids_.name = name_;
-    ids_.start_ns = start_ns_;
-    ids_.end_ns = NowNs();
-    ids_.correlation_id = correlation_id_;
-    ids_.device = device_;
-    ids_.stream = stream_;
-    ids_.thread_id = CurrentThreadId();
-    ActivityRecordEmit(ids_);
+    ActivityRecord r;
+    r.kind = ActivityKind::kRuntime;
+    r.name = name_;
+    r.start_ns = start_ns_;
+    r.end_ns = NowNs();
+    r.correlation_id = correlation_id_;
+    r.external_id[0] = external_id_[0];
+    r.external_id[1] = external_id_[1];
+    r.device = device_;
+    r.stream = stream_;
+    r.thread_id = CurrentThreadId();
+    ActivityRecordEmit(r);
   }
   ApiCall(const ApiCall&) = delete;
   ApiCall& operator=(const ApiCall&) = delete;
@@ -282,8 +282,8 @@ class ApiCall {
     stream_ = s.id;
     if (correlation_id_ == 0) return;
     cmd.correlation_id = correlation_id_;
-    cmd.external_id[0] = ids_.external_id[0];
-    cmd.external_id[1] = ids_.external_id[1];
+    cmd.external_id[0] = external_id_[0];
+    cmd.external_id[1] = external_id_[1];
   }
   void set_location(int device, int stream) {
     device_ = device;
@@ -297,7 +297,9 @@ class ApiCall {
   int64_t start_ns_ = 0;
   int device_ = -1;
   int stream_ = -1;
-  ActivityRecord ids_;  // external ids at the call; becomes the runtime record
+  // External ids at the call, for the runtime record and the device record. Not a whole
+  // ActivityRecord: every launch would zero one even with tracing off.
+  uint64_t external_id_[2] = {0, 0};
 };
 
 // A host thread blocked on the device, as a kSynchronization record.
@@ -895,27 +897,64 @@ absl::StatusOr<MemInfo> xxnpuMemGetInfo(int device) {
 
 // ---------------------------------------------------------------- kernels
 
-absl::Status xxnpuLaunchKernel(const LaunchConfig& config, KernelBody body, xxnpuStream_t stream) {
-  XXNPU_RUNTIME(rt);
-  XXNPU_ASSIGN_OR_RETURN(StreamImpl * s, ResolveStream(rt, stream, "xxnpuLaunchKernel"));
-  if (!body) return absl::InvalidArgumentError("xxnpuLaunchKernel: empty kernel body");
+namespace {
+
+absl::Status CheckLaunchConfig(const LaunchConfig& config) {
   if (config.grid.x == 0 || config.grid.y == 0 || config.grid.z == 0) {
     return absl::InvalidArgumentError(absl::StrCat("xxnpuLaunchKernel(", config.name, "): grid (", config.grid.x,
                                                    ", ", config.grid.y, ", ", config.grid.z,
                                                    ") has a zero dimension; expected every dimension >= 1"));
   }
   if (config.name == nullptr) return absl::InvalidArgumentError("xxnpuLaunchKernel: null kernel name");
+  return absl::OkStatus();
+}
+
+// Queues a kernel on `s`; `set_kernel(slot)` stores the kernel itself into the slot.
+template <typename SetKernel>
+absl::Status EnqueueKernel(Runtime& rt, StreamImpl* s, const LaunchConfig& config, bool owns,
+                           SetKernel&& set_kernel) {
   ApiCall call("xxnpuLaunchKernel");
-  Command cmd;
-  cmd.type = Command::Type::kKernel;
-  cmd.config = config;
-  cmd.body = std::move(body);
-  call.Tag(cmd, *s);
-  const uint64_t seq = s->Enqueue(std::move(cmd));
+  const uint64_t seq = s->Enqueue(owns, [&](Command& slot) {
+    slot.type = Command::Type::kKernel;
+    slot.correlation_id = 0;
+    call.Tag(slot, *s);
+    slot.config = config;
+    set_kernel(slot);
+  });
   if (!rt.config().launch_blocking) return absl::OkStatus();
   // Launch-blocking debugging: the kernel's own error surfaces at its launch.
   s->WaitFor(seq);
   return s->TakeError();
+}
+
+}  // namespace
+
+absl::Status xxnpuLaunchKernel(const LaunchConfig& config, KernelBody body, xxnpuStream_t stream) {
+  XXNPU_RUNTIME(rt);
+  XXNPU_ASSIGN_OR_RETURN(StreamImpl * s, ResolveStream(rt, stream, "xxnpuLaunchKernel"));
+  if (!body) return absl::InvalidArgumentError("xxnpuLaunchKernel: empty kernel body");
+  XXNPU_RETURN_IF_ERROR(CheckLaunchConfig(config));
+  return EnqueueKernel(rt, s, config, /*owns=*/true, [&body](Command& slot) {
+    slot.thunk = nullptr;
+    slot.body = std::move(body);
+  });
+}
+
+absl::Status xxnpuLaunchKernelInline(const LaunchConfig& config, KernelThunk thunk, const void* kernel,
+                                     size_t bytes, xxnpuStream_t stream) {
+  XXNPU_RUNTIME(rt);
+  XXNPU_ASSIGN_OR_RETURN(StreamImpl * s, ResolveStream(rt, stream, "xxnpuLaunchKernel"));
+  if (thunk == nullptr || kernel == nullptr) return absl::InvalidArgumentError("xxnpuLaunchKernel: null kernel");
+  if (bytes > kKernelArgsCapacity) {
+    return absl::InvalidArgumentError(absl::StrCat("xxnpuLaunchKernelInline(", config.name ? config.name : "?",
+                                                   "): kernel of ", bytes, " bytes; expected at most ",
+                                                   kKernelArgsCapacity, " (pass a KernelBody instead)"));
+  }
+  XXNPU_RETURN_IF_ERROR(CheckLaunchConfig(config));
+  return EnqueueKernel(rt, s, config, /*owns=*/false, [&](Command& slot) {
+    slot.thunk = thunk;
+    std::memcpy(slot.args, kernel, bytes);
+  });
 }
 
 absl::Status xxnpuLaunchHostFunc(xxnpuStream_t stream, absl::AnyInvocable<void()> fn) {

@@ -22,12 +22,15 @@
 //   XXNPU_LAUNCH_BLOCKING   1: every enqueue waits for its completion
 //   XXNPU_STRICT_MEMORY     1: host access to device memory faults
 //   XXNPU_SPIN_US           how long an idle stream thread spins before sleeping (default 50)
+//   XXNPU_FETCH_INTERVAL_NS how often a busy stream thread looks for new commands (default 2000)
 #ifndef TORCH_XXNPU_DEVICE_RUNTIME_H_
 #define TORCH_XXNPU_DEVICE_RUNTIME_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <memory>
+#include <type_traits>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -199,6 +202,37 @@ struct LaunchConfig {
 };
 
 absl::Status xxnpuLaunchKernel(const LaunchConfig& config, KernelBody body, xxnpuStream_t stream);
+
+// Kernels passed by value. A kernel that is a trivially copyable function object (a
+// lambda capturing pointers, sizes and scalars; a plain function) of at most
+// kKernelArgsCapacity bytes is copied into the launch itself, as a CUDA kernel's
+// parameters are: the launch allocates nothing and leaves nothing for the host to
+// destroy, and the device thread reads it from the few cache lines the launch wrote.
+// That is most of a small op's launch cost (docs/device-runtime.md). Other kernels
+// (capturing owners: tensors, shared_ptrs, strings) take the KernelBody overload above.
+inline constexpr size_t kKernelArgsCapacity = 192;
+using KernelThunk = absl::Status (*)(const void* kernel, BlockRange range);
+
+// The type-erased form of the overload below: `kernel` points to `bytes` bytes of a
+// trivially copyable object that `thunk` knows how to run.
+absl::Status xxnpuLaunchKernelInline(const LaunchConfig& config, KernelThunk thunk, const void* kernel,
+                                     size_t bytes, xxnpuStream_t stream);
+
+template <typename F>
+  requires(std::is_trivially_copyable_v<std::decay_t<F>> && sizeof(std::decay_t<F>) <= kKernelArgsCapacity &&
+           alignof(std::decay_t<F>) <= 16 && std::is_invocable_r_v<absl::Status, const std::decay_t<F>&, BlockRange>)
+absl::Status xxnpuLaunchKernel(const LaunchConfig& config, F&& kernel, xxnpuStream_t stream) {
+  using K = std::decay_t<F>;
+  constexpr KernelThunk thunk = [](const void* k, BlockRange r) -> absl::Status {
+    return (*static_cast<const K*>(k))(r);
+  };
+  if constexpr (std::is_function_v<std::remove_reference_t<F>>) {
+    const K function = kernel;  // a function decays to a pointer, which is what is copied
+    return xxnpuLaunchKernelInline(config, thunk, &function, sizeof(K), stream);
+  } else {
+    return xxnpuLaunchKernelInline(config, thunk, std::addressof(kernel), sizeof(K), stream);
+  }
+}
 
 // A host function run in stream order on the device thread (cudaLaunchHostFunc).
 absl::Status xxnpuLaunchHostFunc(xxnpuStream_t stream, absl::AnyInvocable<void()> fn);

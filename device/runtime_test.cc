@@ -3,6 +3,7 @@
 #include "device/runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -456,6 +458,117 @@ TEST(RuntimeKernelTest, KernelBodiesAreDestroyedOnTheHostBySynchronize) {
     EXPECT_EQ(where, std::this_thread::get_id()) << "round " << round;
   }
   ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
+}
+
+// Kernels that are trivially copyable and small are copied into the launch (no body to
+// allocate or destroy); others go through KernelBody. Both kinds share one ring: over
+// several laps of it, interleaved, they run in order and see what they captured.
+TEST(RuntimeKernelTest, InlineAndBodyKernelsRunInOrderOverManyLapsOfTheRing) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  constexpr int kLaunches = 2000;  // ~4 laps of the 512-slot ring
+  std::vector<int> order;
+  std::vector<std::string> names;
+  LaunchConfig cfg;
+  cfg.name = "test_mixed";
+  for (int i = 0; i < kLaunches; ++i) {
+    if (i % 7 == 0) {
+      // Owns a std::string: not trivially copyable, so a KernelBody.
+      ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&names, &order, i, name = std::string("body ") + std::to_string(i)](
+                                             BlockRange) {
+        order.push_back(i);
+        names.push_back(name);
+        return absl::OkStatus();
+      }, s).ok());
+    } else {
+      std::vector<int>* out = &order;
+      ASSERT_TRUE(xxnpuLaunchKernel(cfg, [out, i](BlockRange) {
+        out->push_back(i);
+        return absl::OkStatus();
+      }, s).ok());
+    }
+  }
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_EQ(order.size(), size_t{kLaunches});
+  for (int i = 0; i < kLaunches; ++i) ASSERT_EQ(order[i], i);
+  ASSERT_EQ(names.size(), size_t{(kLaunches + 6) / 7});
+  EXPECT_EQ(names[1], "body 7");
+  // A trivially copyable kernel too large to copy into the launch takes the body path.
+  std::array<int, 100> big;
+  std::iota(big.begin(), big.end(), 0);
+  std::atomic<int> sum{0};
+  std::atomic<int>* sum_p = &sum;
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [big, sum_p](BlockRange) {
+    sum_p->store(std::accumulate(big.begin(), big.end(), 0));
+    return absl::OkStatus();
+  }, s).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(sum.load(), 4950);
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+TEST(RuntimeKernelTest, InlineKernelOverTheCapacityIsRejected) {
+  LaunchConfig cfg;
+  cfg.name = "test_too_big";
+  std::vector<char> bytes(kKernelArgsCapacity + 1);
+  const KernelThunk thunk = [](const void*, BlockRange) { return absl::OkStatus(); };
+  absl::Status st = xxnpuLaunchKernelInline(cfg, thunk, bytes.data(), bytes.size(), nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("kernel of 193 bytes; expected at most 192"));
+  EXPECT_EQ(xxnpuLaunchKernelInline(cfg, nullptr, bytes.data(), 8, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A launch never overwrites a command the device thread has not finished: with the device
+// held up, the launcher blocks once the ring is full and resumes as the device catches up.
+TEST(RuntimeStreamTest, AFullRingBlocksTheLauncherUntilTheDeviceCatchesUp) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  Gate gate;
+  ASSERT_TRUE(LaunchWait(gate, s).ok());
+  constexpr int kLaunches = 1500;
+  std::atomic<int> launched{0};
+  std::atomic<int> ran{0};
+  std::thread launcher([&] {
+    LaunchConfig cfg;
+    cfg.name = "test_count";
+    std::atomic<int>* r = &ran;
+    for (int i = 0; i < kLaunches; ++i) {
+      if (!xxnpuLaunchKernel(cfg, [r](BlockRange) { r->fetch_add(1); return absl::OkStatus(); }, s).ok()) return;
+      launched.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int before = launched.load();
+  EXPECT_GT(before, 400);   // the ring holds several hundred commands...
+  EXPECT_LT(before, 1000);  // ...but not all of them: the launcher is blocked
+  EXPECT_EQ(ran.load(), 0);
+  gate.open = true;
+  launcher.join();
+  ASSERT_EQ(launched.load(), kLaunches);
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(ran.load(), kLaunches);
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
+// After a pause the stream's thread sleeps; a launch must wake it at once, not when it
+// next looks for work on its own (every 50 ms).
+TEST(RuntimeStreamTest, LaunchesWakeASleepingStreamThread) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  std::atomic<int> ran{0};
+  std::atomic<int>* r = &ran;
+  LaunchConfig cfg;
+  cfg.name = "test_wake";
+  const auto start = std::chrono::steady_clock::now();
+  constexpr int kRounds = 20;
+  for (int i = 0; i < kRounds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // > spin + drowsy: asleep
+    ASSERT_TRUE(xxnpuLaunchKernel(cfg, [r](BlockRange) { r->fetch_add(1); return absl::OkStatus(); }, s).ok());
+    ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ran.load(), kRounds);
+  // 20 x 2 ms of sleep; a missed wake-up would add ~50 ms per round.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(kRounds * 2 + 400));
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
 }
 
 TEST(RuntimeKernelTest, BadLaunchArguments) {

@@ -1,5 +1,8 @@
 #include "device/stream_engine.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -32,92 +35,187 @@ void EventImpl::WaitReached(uint64_t generation) {
   cv.wait(lock, [&] { return completed >= generation; });
 }
 
+static_assert(offsetof(Command, args) < 128, "an inline kernel's launch must start within two cache lines");
+
 namespace {
 
-// Why kernel bodies come back to the host to be destroyed: a body (its closure) is
-// allocated by the launching host thread. Freed on the device thread, each launch paid
-// glibc's slow cross-thread path (the chunk overflows the device thread's cache into the
-// shared arena, under the arena lock the host's next allocation also needs), measured as
-// the largest single cost of a small op's launch. Freed on a host thread, both ends stay
-// in that thread's cache. The swap buffer is per host thread so that vector capacity,
-// not just bodies, is recycled instead of reallocated.
-thread_local std::vector<KernelBody> t_reaped;
-// Set while this thread destroys bodies: a destructor that launches (and so reaps) again
-// must not touch the vector being cleared; its stream's bodies wait for the next call.
+// Why what a command captured is destroyed by a host thread: a kernel body (its closure)
+// is allocated by the launching host thread. Freed on the device thread, each launch
+// paid glibc's slow cross-thread path (the chunk overflows the device thread's cache
+// into the shared arena, under the arena lock the host's next allocation also needs).
+// Freed by a host thread, both ends stay in that thread's cache. The lists are per host
+// thread so that their capacity is recycled.
+struct Reaped {
+  std::vector<KernelBody> bodies;
+  std::vector<absl::AnyInvocable<void()>> host_fns;
+};
+thread_local Reaped t_reaped;
+// Set while this thread destroys what it reaped: a destructor that launches (and so
+// reaps) again leaves its stream's slots for a later call instead of touching the lists
+// being cleared.
 thread_local bool t_reaping = false;
 
-// Under the stream's mutex: takes the stream's retired bodies for this thread to destroy.
-void TakeRetiredLocked(std::vector<KernelBody>& retired) {
-  if (!t_reaping && !retired.empty()) t_reaped.swap(retired);
-}
-
-// Locks `mu`, spinning briefly first. The host and its stream's device thread each hold
-// the stream mutex for well under a microsecond; a plain lock() that finds it taken
-// sleeps in the kernel, and the holder's unlock then pays a futex wake-up (a syscall,
-// microseconds on these VMs), which showed as the top cost of a small op's launch.
-void LockSpinning(std::mutex& mu) {
-  for (int i = 0; i < 256; ++i) {
-    if (mu.try_lock()) return;
-    XXNPU_CPU_RELAX();
-  }
-  mu.lock();
-}
-
-// Outside the mutex: destroys what TakeRetiredLocked took.
-void DestroyTaken() {
-  if (t_reaping || t_reaped.empty()) return;
+// Outside the producer lock: destructors may be slow and may launch again.
+void DestroyReaped() {
+  if (t_reaping || (t_reaped.bodies.empty() && t_reaped.host_fns.empty())) return;
   t_reaping = true;
-  t_reaped.clear();
+  t_reaped.bodies.clear();
+  t_reaped.host_fns.clear();
   t_reaping = false;
 }
 
-}  // namespace
-
-uint64_t StreamImpl::Enqueue(Command cmd) {
-  bool wake = false;
-  uint64_t seq;
-  {
-    LockSpinning(mu);
-    std::lock_guard<std::mutex> lock(mu, std::adopt_lock);
-    seq = ++enqueued;
-    cmd.seq = seq;
-    queue.push_back(std::move(cmd));
-    enqueued_hint.store(seq, std::memory_order_release);
-    TakeRetiredLocked(retired);
-    if (!thread.joinable()) {
-      thread = std::thread([this] { Loop(); });
-    } else if (sleeping) {
-      // Only a sleeping device thread needs the (syscall-priced) wake-up.
-      sleeping = false;
-      wake = true;
-    }
+// Asks for `lines` cache lines from `p` in a writable state, without waiting for them.
+void PrefetchForWrite(const void* p, int lines) {
+  const char* c = static_cast<const char*>(p);
+  for (int i = 0; i < lines; ++i) {
+#if defined(__x86_64__)
+    // PREFETCHW (a no-op on CPUs without it); GCC emits it for __builtin_prefetch only
+    // when compiling for such a CPU.
+    asm volatile("prefetchw %0" ::"m"(c[i * 64]));
+#else
+    __builtin_prefetch(c + i * 64, 1, 3);
+#endif
   }
-  if (wake) work_cv.notify_one();
-  DestroyTaken();  // outside the lock: destructors may be slow
-  return seq;
 }
 
-uint64_t StreamImpl::LastEnqueued() {
-  std::lock_guard<std::mutex> lock(mu);
-  return enqueued;
+// A kernel launch writes the command's first lines: the header and config, then the
+// inline kernel (up to 144 bytes of it within these).
+constexpr int kPrefetchLines = 4;
+
+// Spin this many times on a taken lock before yielding the core.
+constexpr int kSpinsBeforeYield = 1000;
+// After announcing that it is about to sleep, the device thread keeps polling this long:
+// a launch that missed the announcement (it read the state just before it changed) is
+// visible to the device thread well within it, so the launch needs no wake-up.
+constexpr int64_t kDrowsyNs = 20'000;
+// A sleeping device thread still looks for work this often. Only a launch that both
+// missed the announcement and stayed invisible for all of kDrowsyNs would wait for it:
+// a bound that does not rest on timing, not a path expected to run.
+constexpr auto kSleepRecheck = std::chrono::milliseconds(50);
+
+}  // namespace
+
+void StreamImpl::FillSlot(Command& slot, Command& cmd) {
+  slot.type = cmd.type;
+  slot.correlation_id = cmd.correlation_id;
+  if (cmd.correlation_id != 0) {
+    slot.external_id[0] = cmd.external_id[0];
+    slot.external_id[1] = cmd.external_id[1];
+  }
+  switch (cmd.type) {
+    case Command::Type::kKernel:
+      slot.config = cmd.config;
+      slot.thunk = nullptr;  // inline kernels are filled directly (xxnpuLaunchKernelInline)
+      slot.body = std::move(cmd.body);
+      return;
+    case Command::Type::kMemcpy:
+      slot.dst = cmd.dst;
+      slot.src = cmd.src;
+      slot.bytes = cmd.bytes;
+      slot.copy_kind = cmd.copy_kind;
+      return;
+    case Command::Type::kMemset:
+      slot.dst = cmd.dst;
+      slot.bytes = cmd.bytes;
+      slot.value = cmd.value;
+      return;
+    case Command::Type::kEventRecord:
+    case Command::Type::kWaitEvent:
+      slot.event = cmd.event;
+      slot.generation = cmd.generation;
+      return;
+    case Command::Type::kHostFunc:
+      slot.host_fn = std::move(cmd.host_fn);
+      return;
+  }
+}
+
+void StreamImpl::LockProducer() {
+  for (int spins = 0; producer.exchange(true, std::memory_order_acquire);) {
+    while (producer.load(std::memory_order_relaxed)) {
+      if (++spins < kSpinsBeforeYield) {
+        XXNPU_CPU_RELAX();
+      } else {
+        std::this_thread::yield();  // the holder may have been preempted
+      }
+    }
+  }
+}
+
+void StreamImpl::ReapLocked() {
+  const uint64_t done = completed.load(std::memory_order_acquire);
+  if (owning == 0) {
+    reaped = std::max(reaped, done);  // nothing to destroy: no need to look at the slots
+    return;
+  }
+  if (t_reaping) return;  // a destructor launched: the lists are being cleared
+  for (; reaped < done; ++reaped) {
+    Command& slot = slots[(reaped + 1) % kRingSlots];
+    const bool owns = slot.type == Command::Type::kHostFunc ||
+                      (slot.type == Command::Type::kKernel && slot.thunk == nullptr);
+    if (!owns) continue;
+    if (slot.body) t_reaped.bodies.push_back(std::move(slot.body));
+    if (slot.host_fn) t_reaped.host_fns.push_back(std::move(slot.host_fn));
+    --owning;
+  }
+}
+
+bool StreamImpl::ReserveLocked(uint64_t seq) {
+  if (!ring) {
+    ring = std::make_unique<Command[]>(kRingSlots);
+    slots = ring.get();
+  }
+  if (seq - reaped > kRingSlots || (owning > 0 && seq % kReapEvery == 0)) ReapLocked();
+  if (seq - reaped <= kRingSlots) return true;
+  // The device thread is a whole ring behind: block, as on a full push buffer.
+  UnlockProducer();
+  DestroyReaped();
+  WaitFor(seq - kRingSlots);
+  return false;
+}
+
+void StreamImpl::PublishLocked(uint64_t seq) {
+  enqueued = seq;
+  published.store(seq, std::memory_order_release);
+  const bool start = !thread.joinable();
+  if (start) thread = std::thread([this] { Loop(); });
+  // The next launch's slot, prefetched for writing: its lines come over from the device
+  // thread (which read them a lap ago) now, not while the next launch stores into them.
+  PrefetchForWrite(&slots[(seq + 1) % kRingSlots], kPrefetchLines);
+  UnlockProducer();
+  // Only a device thread that is going to sleep, or sleeps, needs the wake-up; an awake
+  // one sees `published` move.
+  if (!start && device_state.load(std::memory_order_acquire) != kAwake) WakeDevice();
+  DestroyReaped();
+}
+
+uint64_t StreamImpl::Enqueue(Command&& cmd) {
+  const bool owns = cmd.type == Command::Type::kHostFunc || cmd.type == Command::Type::kKernel;
+  return Enqueue(owns, [&cmd](Command& slot) { FillSlot(slot, cmd); });
+}
+
+void StreamImpl::WakeDevice() {
+  // Orders the publication before the state check below (and the device thread's own
+  // check under `mu`): either it sees the new command or it is waiting and is notified.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  { std::lock_guard<std::mutex> lock(mu); }
+  work_cv.notify_one();
 }
 
 void StreamImpl::WaitFor(uint64_t seq) {
-  {
+  if (!Reached(seq)) {
     std::unique_lock<std::mutex> lock(mu);
-    if (!Reached(seq)) {
-      // Announce the waiter before re-checking (both seq_cst), pairing with the device
-      // thread's store-then-check in Loop(): one of the two sides sees the other.
-      waiters.fetch_add(1);
-      done_cv.wait(lock, [&] { return completed.load() >= seq; });
-      waiters.fetch_sub(1);
-    }
-    // A synchronizing host also releases what finished kernels captured. Bodies of a
-    // batch that finished without a waiter are handed back when the device thread
-    // takes its next batch, so they are released by the launch and synchronize after.
-    TakeRetiredLocked(retired);
+    // Announce the waiter before re-checking (both seq_cst), pairing with the device
+    // thread's store-then-check in Loop(): one of the two sides sees the other.
+    waiters.fetch_add(1);
+    done_cv.wait(lock, [&] { return completed.load() >= seq; });
+    waiters.fetch_sub(1);
   }
-  DestroyTaken();
+  // A synchronizing host also releases what finished commands captured.
+  LockProducer();
+  if (ring) ReapLocked();
+  UnlockProducer();
+  DestroyReaped();
 }
 
 absl::Status StreamImpl::TakeError() {
@@ -127,7 +225,7 @@ absl::Status StreamImpl::TakeError() {
   error = absl::OkStatus();
   // skip_through before failed: a device thread that sees failed == false then also sees
   // the commands queued up to now marked as skipped.
-  skip_through.store(enqueued);
+  skip_through.store(published.load());
   failed.store(false);
   return s;
 }
@@ -140,50 +238,76 @@ absl::Status StreamImpl::PeekError() {
 void StreamImpl::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu);
-    stop = true;
-    sleeping = false;
+    stop.store(true);
   }
   work_cv.notify_one();
   if (thread.joinable()) thread.join();
 }
 
-void StreamImpl::Loop() {
+void StreamImpl::Reset() {
+  LockProducer();
+  if (ring) ReapLocked();
+  ring.reset();
+  slots = nullptr;
+  enqueued = 0;
+  reaped = 0;
+  owning = 0;
+  thread = std::thread();
+  published.store(0);
+  completed.store(0);
+  skip_through.store(0);
+  device_state.store(kAwake);
+  stop.store(false);
+  UnlockProducer();
+  DestroyReaped();
+}
+
+uint64_t StreamImpl::AwaitWork(uint64_t done) {
+  uint64_t avail;
+  // Spin briefly before sleeping (XXNPU_SPIN_US): a launch arriving meanwhile starts in
+  // ~1 us instead of paying a wake-up (~30 us on these VMs), so gaps in a profile are the
+  // host's, not the simulator's.
   const int64_t spin_ns = int64_t{options.spin_us} * 1000;
-  uint64_t last_seq = 0;
-  std::vector<Command> batch;
+  const int64_t until = NowNs() + spin_ns;
+  do {
+    if ((avail = published.load(std::memory_order_acquire)) != done) return avail;
+    XXNPU_CPU_RELAX();
+  } while (NowNs() < until && !stop.load(std::memory_order_relaxed));
+  // Announce the sleep, then keep polling a while (kDrowsyNs): launches from now on wake
+  // this thread, and one that read the state just before is seen meanwhile.
+  device_state.store(kDrowsy);
+  const int64_t drowsy_until = NowNs() + kDrowsyNs;
+  while (NowNs() < drowsy_until && !stop.load(std::memory_order_relaxed)) {
+    if ((avail = published.load()) != done) {
+      device_state.store(kAwake);
+      return avail;
+    }
+    XXNPU_CPU_RELAX();
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  device_state.store(kAsleep);
+  while ((avail = published.load()) == done && !stop.load()) {
+    work_cv.wait_for(lock, kSleepRecheck);
+  }
+  device_state.store(kAwake);
+  return avail;
+}
+
+void StreamImpl::Loop() {
+  const int64_t fetch_interval_ns = options.fetch_interval_ns;
+  uint64_t done = 0;  // the last command this thread ran
   for (;;) {
-    // Spin briefly before sleeping (XXNPU_SPIN_US): a launch arriving meanwhile starts in
-    // ~1 us instead of paying a wake-up (~30 us on these VMs), so gaps in a profile are
-    // the host's, not the simulator's.
-    if (spin_ns > 0 && enqueued_hint.load(std::memory_order_acquire) == last_seq) {
-      const int64_t until = NowNs() + spin_ns;
-      while (enqueued_hint.load(std::memory_order_acquire) == last_seq && NowNs() < until) {
-        XXNPU_CPU_RELAX();
-      }
-    }
-    {
-      // Take everything queued in one go: the host's Enqueue and this thread then meet on
-      // the mutex once per batch, not once per command. The same critical section hands
-      // the previous batch's kernel bodies back to the host (see Enqueue).
-      LockSpinning(mu);
-      std::unique_lock<std::mutex> lock(mu, std::adopt_lock);
-      for (Command& cmd : batch) {
-        if (cmd.body) retired.push_back(std::move(cmd.body));
-      }
-      batch.clear();
-      while (queue.empty()) {
-        if (stop) return;
-        sleeping = true;
-        work_cv.wait(lock);
-        sleeping = false;
-      }
-      batch.swap(queue);
-    }
-    for (Command& cmd : batch) {
-      const bool skip = failed.load() || cmd.seq <= skip_through.load();
+    const int64_t fetched_at = fetch_interval_ns > 0 ? NowNs() : 0;
+    uint64_t avail = published.load(std::memory_order_acquire);
+    if (avail == done) avail = AwaitWork(done);
+    if (avail == done) return;  // stopped, and everything published has run
+    // Every published slot, without a lock: the host fills a slot before publishing its
+    // seq (release) and refills it only after `completed` has passed it.
+    for (uint64_t seq = done + 1; seq <= avail; ++seq) {
+      Command& cmd = slots[seq % kRingSlots];
+      const bool skip = failed.load() || seq <= skip_through.load();
       absl::Status failure;
       Execute(cmd, skip, &failure);
-      last_seq = cmd.seq;
       if (!failure.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (!failed.load()) {
@@ -191,13 +315,8 @@ void StreamImpl::Loop() {
           failed.store(true);
         }
       }
-      if (cmd.body && waiters.load() > 0) {
-        // A host is synchronizing: hand the body back before the host can see the
-        // command complete, so its synchronize also releases what the kernel captured.
-        std::lock_guard<std::mutex> lock(mu);
-        retired.push_back(std::move(cmd.body));
-      }
-      completed.store(cmd.seq);
+      // The slot is the host's from here on (it reaps what the command owned).
+      completed.store(seq);
       // Checked again after the store (both seq_cst), pairing with WaitFor's announce-
       // then-check: one of the two sides sees the other.
       if (waiters.load() > 0) {
@@ -205,6 +324,13 @@ void StreamImpl::Loop() {
         { std::lock_guard<std::mutex> lock(mu); }
         done_cv.notify_all();
       }
+    }
+    done = avail;
+    // A busy stream looks for new commands once per fetch interval, not as soon as it is
+    // free (see `published`). A synchronizing host does not wait for the interval.
+    if (fetch_interval_ns > 0) {
+      const int64_t next_fetch = fetched_at + fetch_interval_ns;
+      while (NowNs() < next_fetch && waiters.load(std::memory_order_relaxed) == 0) XXNPU_CPU_RELAX();
     }
   }
 }
@@ -267,8 +393,11 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
       if (skip) return;
       const int64_t start = NowNs();
       const bool parallel = cmd.config.bytes + cmd.config.flops >= cmd.config.parallel_threshold;
-      absl::Status s = pool->Run(static_cast<int64_t>(cmd.config.grid.count()), parallel, priority,
-                                 cmd.body);
+      const int64_t blocks = static_cast<int64_t>(cmd.config.grid.count());
+      absl::Status s =
+          cmd.thunk != nullptr
+              ? pool->Run(blocks, parallel, priority, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); })
+              : pool->Run(blocks, parallel, priority, cmd.body);
       const int64_t end = NowNs();
       if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
         ActivityRecord r;

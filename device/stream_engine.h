@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,23 +23,26 @@
 
 namespace xxnpu {
 
-// One queued operation. A plain struct rather than a class hierarchy: commands are
-// created on every launch, and one move into the queue is all they cost.
-struct Command {
+// One queued operation, as it sits in a stream's ring. The fields a kernel launch uses
+// come first, and a launch writes only those (StreamImpl::FillSlot): handing a small
+// kernel to the device thread moves the few cache lines it filled, not the command.
+struct alignas(64) Command {
   enum class Type : uint8_t { kKernel, kMemcpy, kMemset, kEventRecord, kWaitEvent, kHostFunc };
   Type type = Type::kKernel;
+  MemcpyKind copy_kind = MemcpyKind::kDefault;  // kMemcpy
+  int value = 0;                                // kMemset
   uint64_t seq = 0;
   uint64_t correlation_id = 0;
   uint64_t external_id[2] = {0, 0};
-  // kKernel
+  // kKernel: either `thunk` runs the kernel copied into `args`, or (thunk null) `body`.
   LaunchConfig config;
+  KernelThunk thunk = nullptr;
+  alignas(16) unsigned char args[kKernelArgsCapacity];
   KernelBody body;
   // kMemcpy / kMemset
   void* dst = nullptr;
   const void* src = nullptr;
   size_t bytes = 0;
-  MemcpyKind copy_kind = MemcpyKind::kDefault;
-  int value = 0;
   // kEventRecord / kWaitEvent
   EventImpl* event = nullptr;
   uint64_t generation = 0;
@@ -48,6 +52,7 @@ struct Command {
 
 struct EngineOptions {
   int spin_us = 0;
+  int fetch_interval_ns = 0;
 };
 
 // The handle types declared in runtime.h. Handles are checked by `magic` and `alive`, so
@@ -88,38 +93,83 @@ struct StreamImpl {
   bool is_default = false;
   ComputePool* pool = nullptr;
   EngineOptions options;
+  // The ring's slots: set before the device thread starts, then only read (the device
+  // thread must not read `ring`, which shares the host's line).
+  Command* slots = nullptr;
 
-  // The host and the device thread hand work over through the fields below. Those one
-  // side writes while the other polls get their own cache lines: sharing a line with
-  // the mutex or with read-mostly fields made every launch's unlock miss the cache
-  // (the device thread had pulled the line over meanwhile).
+  // Commands go from host threads to the device thread through a ring of kRingSlots
+  // slots, as through a driver's push buffer: command `seq` lives in slot seq % kRingSlots.
+  // Host threads take `producer` among themselves, fill the slot in place, and publish
+  // the seq in `published`; the device thread runs every published slot without any
+  // lock. A slot is refilled only after `completed` passed its previous command.
+  //
+  // Why not a mutex-guarded queue: on x86 a lock-prefixed instruction (every atomic
+  // read-modify-write: a mutex's unlock, a tensor's refcount) waits until the thread's
+  // earlier stores have reached the cache, and stores into lines the device thread has
+  // read miss. Each launch then stalled its host thread for a cross-core round trip, the
+  // top cost of a small op's launch (docs/device-runtime.md). So here a launch writes
+  // only the slot's lines it needs, which were prefetched for writing one launch ahead;
+  // the producer lock is released by a plain store; and the device thread takes commands
+  // a few at a time (EngineOptions::fetch_interval_ns), so `published` misses once per
+  // batch, not once per launch.
+  static constexpr uint64_t kRingSlots = 512;
+  // What finished commands own (kernel bodies, host functions) is destroyed by a host
+  // thread: a launch takes it out of the ring every kReapEvery launches while any is
+  // queued (reading `completed`, the device thread's line, costs a cache miss), and so
+  // does synchronize. Few at a time, so that freeing stays in glibc's per-thread cache.
+  static constexpr uint64_t kReapEvery = 4;
+
+  // Host side (the device thread never touches this line).
+  alignas(64) std::atomic<bool> producer{false};  // spin lock of launching host threads
+  uint64_t enqueued = 0;  // seq of the last filled slot (under producer)
+  uint64_t reaped = 0;    // slots up to this seq are free for reuse (under producer)
+  uint64_t owning = 0;    // slots in (reaped, enqueued] that own a body or function (under producer)
+  std::unique_ptr<Command[]> ring;  // allocated at the first launch (under producer)
+
+  alignas(64) std::atomic<uint64_t> published{0};  // the host writes, the device polls
+  alignas(64) std::atomic<uint64_t> completed{0};  // the device writes after each command
+  std::atomic<int> waiters{0};                     // host threads in WaitFor
+  // Whether the device thread may be about to sleep (kDrowsy) or sleeps (kAsleep): then a
+  // launch also takes `mu` to wake it. Written only when the device goes idle.
+  enum DeviceState : int { kAwake, kDrowsy, kAsleep };
+  alignas(64) std::atomic<int> device_state{kAwake};
+  std::atomic<bool> stop{false};
+
+  // The slow paths: sleeping, waking, waiting for completion, the sticky error.
   alignas(64) std::mutex mu;
-  std::vector<Command> queue;              // guarded by mu
-  // Bodies of kernels the device thread has run, handed back for the host to destroy
-  // (guarded by mu; see Enqueue).
-  std::vector<KernelBody> retired;
-  uint64_t enqueued = 0;                   // seq of the last queued command, guarded by mu
-  bool sleeping = false;                   // guarded by mu
-  bool stop = false;                       // guarded by mu
-  alignas(64) std::atomic<uint64_t> enqueued_hint{0};  // `enqueued`, readable without mu (spinning)
-  alignas(64) std::atomic<uint64_t> completed{0};      // seq of the last finished command
-  std::atomic<int> waiters{0};                         // host threads in WaitFor
-  alignas(64) std::condition_variable work_cv;  // the device thread waits for commands
-  std::condition_variable done_cv;              // host threads wait for completion
+  std::condition_variable work_cv;  // the device thread sleeps on it
+  std::condition_variable done_cv;  // host threads wait for completion
   std::thread thread;
   // Sticky error: the first failure (guarded by mu). The device thread reads `failed`
-  // and `skip_through` without the lock, so it can run a batch of commands lock-free:
-  // commands up to skip_through are skipped even after the error has been taken.
+  // and `skip_through` without the lock: commands up to skip_through are skipped even
+  // after the error has been taken.
   absl::Status error;
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> skip_through{0};
 
-  // Queues `cmd` (assigning its seq) and returns the seq. Starts the device thread.
-  uint64_t Enqueue(Command cmd);
-  // Blocks until command `seq` has finished; also destroys retired kernel bodies.
+  // Queues a command and returns its seq; starts the device thread. `fill(slot)` writes
+  // the command's fields into its ring slot (only those its type uses: see Command);
+  // `owns` says whether it leaves a kernel body or host function to destroy.
+  template <typename Fill>
+  uint64_t Enqueue(bool owns, Fill&& fill) {
+    for (;;) {
+      LockProducer();
+      const uint64_t seq = enqueued + 1;
+      if (!ReserveLocked(seq)) continue;  // the ring was full: waited, retry
+      Command& slot = slots[seq % kRingSlots];
+      slot.seq = seq;
+      fill(slot);
+      if (owns) ++owning;
+      PublishLocked(seq);
+      return seq;
+    }
+  }
+  // The same for a command built beforehand (every type but inline kernels).
+  uint64_t Enqueue(Command&& cmd);
+  // Blocks until command `seq` has finished; also destroys what finished commands owned.
   void WaitFor(uint64_t seq);
   bool Reached(uint64_t seq) const { return completed.load(std::memory_order_acquire) >= seq; }
-  uint64_t LastEnqueued();
+  uint64_t LastEnqueued() const { return published.load(std::memory_order_acquire); }
   // Returns the sticky error and clears it: commands queued so far are still skipped,
   // later ones run.
   absl::Status TakeError();
@@ -127,8 +177,27 @@ struct StreamImpl {
   absl::Status PeekError();
   // Drains the queue and joins the device thread.
   void Shutdown();
+  // After Shutdown: empties the ring and resets the counters, for the stream's reuse.
+  void Reset();
 
  private:
+  // Copies the fields of `cmd`'s type into `slot` (only those: see Command).
+  static void FillSlot(Command& slot, Command& cmd);
+  // Under `producer`: makes the slots of commands up to `completed` reusable, moving
+  // what they own into this thread's list to destroy.
+  void ReapLocked();
+  void LockProducer();
+  void UnlockProducer() { producer.store(false, std::memory_order_release); }
+  // Under `producer`: whether slot `seq` is free. If not, the ring is full: unlocks,
+  // waits for the device thread, and returns false.
+  bool ReserveLocked(uint64_t seq);
+  // Under `producer`, after filling slot `seq`: publishes it and unlocks.
+  void PublishLocked(uint64_t seq);
+  // Wakes the device thread if it is going to sleep or sleeps.
+  void WakeDevice();
+  // Device thread, out of work: spins, then sleeps. Returns the latest published seq
+  // (== done only when stopping).
+  uint64_t AwaitWork(uint64_t done);
   void Loop();
   void Execute(Command& cmd, bool skip, absl::Status* failure);
 };

@@ -145,6 +145,10 @@ TEST_F(XxcclBackendTest, AverageIsSumOverWorldSize) {
 
 TEST_F(XxcclBackendTest, FailedCollectiveFailsTheWaitingStreamAndPoisonsTheGroup) {
   host_->fail_with = "peer went away";
+  // Fails late enough that wait() (which only orders the current stream) returns first;
+  // the failure then reaches the waiting stream. (A failure known by then makes wait()
+  // itself raise, as RanksThatDisagree... below allows for.)
+  host_->delay = std::chrono::milliseconds(300);
   at::Tensor x = Ones(8);
   std::vector<at::Tensor> tensors{x};
   auto work = backend_->allreduce(tensors, c10d::AllreduceOptions());
@@ -165,8 +169,12 @@ TEST_F(XxcclBackendTest, RanksThatDisagreeOnTheTensorGetAClearError) {
   host_->peer_count_delta = 1;
   at::Tensor x = Ones(4);
   std::vector<at::Tensor> tensors{x};
-  backend_->allreduce(tensors, c10d::AllreduceOptions())->wait();
-  const std::string msg = MessageOf([&] { x.cpu(); });
+  // The failure surfaces at wait() when the collective has already failed by then, else
+  // at the next synchronization of the stream that waited on it: either way, the message.
+  const std::string msg = MessageOf([&] {
+    backend_->allreduce(tensors, c10d::AllreduceOptions())->wait();
+    x.cpu();
+  });
   EXPECT_THAT(msg, HasSubstr("tensors differ across ranks: rank 1 has Float with 5 elements, rank 0 has Float "
                              "with 4 elements"));
   EXPECT_EQ(host_->allreduces.load(), 0) << "the mismatched collective still ran";

@@ -63,9 +63,9 @@ at::Tensor& AddOut(const at::Tensor& self, const at::Tensor& other, const at::Sc
 at::Tensor Add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
   AllocatingIterator iter;
-  iter.build_binary_op(at::TensorBase(), self, other);
+  iter.build_borrowing_binary_op(iter.maybe_get_output(0), self, other);
   AddKernel(iter, alpha);
-  return iter.output();
+  return iter.TakeOutput();
 }
 at::Tensor& AddInplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return AddOut(self, other, alpha, self);
@@ -93,9 +93,9 @@ at::Tensor& MulOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& 
 at::Tensor Mul(const at::Tensor& self, const at::Tensor& other) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
   AllocatingIterator iter;
-  iter.build_binary_op(at::TensorBase(), self, other);
+  iter.build_borrowing_binary_op(iter.maybe_get_output(0), self, other);
   MulKernel(iter);
-  return iter.output();
+  return iter.TakeOutput();
 }
 at::Tensor& MulInplace(at::Tensor& self, const at::Tensor& other) { return MulOut(self, other, self); }
 
@@ -108,9 +108,9 @@ at::Tensor& DivOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& 
 at::Tensor Div(const at::Tensor& self, const at::Tensor& other) {
   const c10::DeviceGuard guard(self.device().is_cpu() ? other.device() : self.device());
   AllocatingIterator iter;
-  iter.build_binary_float_op(at::TensorBase(), self, other);
+  iter.build_borrowing_binary_float_op(iter.maybe_get_output(0), self, other);
   DivKernel(iter);
-  return iter.output();
+  return iter.TakeOutput();
 }
 at::Tensor& DivInplace(at::Tensor& self, const at::Tensor& other) { return DivOut(self, other, self); }
 

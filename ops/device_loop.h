@@ -11,9 +11,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <array>
+#include <type_traits>
 #include <optional>
 #include <functional>
 
+#include "absl/functional/function_ref.h"
+#include "device/c10/torch_status.h"
 #include "device/runtime.h"
 
 namespace xxnpu {
@@ -28,11 +31,72 @@ struct KernelCost {
   uint64_t flops_per_element = 0;
 };
 
+namespace device_loop_detail {
+
+// Where and how an iterator's kernel is launched (computed on the host).
+struct LaunchSetup {
+  LaunchConfig config;
+  xxnpuStream_t stream = nullptr;
+  int64_t numel = 0;
+};
+// False when there is nothing to run (no elements).
+bool SetUpLaunch(const char* name, const at::TensorIteratorBase& iter, const KernelCost& cost, LaunchSetup* setup);
+
+// The iteration geometry of a small iterator, kept inside the launch itself (see
+// xxnpuLaunchKernel's inline form): up to 2 dims (after TensorIterator coalesced them)
+// and 4 operands, which covers contiguous and simply broadcast elementwise ops.
+struct InlineGeometry {
+  static constexpr int kMaxDims = 2;
+  static constexpr int kMaxOperands = 4;
+  int32_t ndim = 0;
+  int32_t ntensors = 0;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims * kMaxOperands] = {};  // bytes, [dim][operand]
+  char* base[kMaxOperands] = {};                  // device-view pointers
+};
+// False when `iter` has more dims or operands than InlineGeometry holds.
+bool FillInlineGeometry(const at::TensorIteratorBase& iter, int64_t numel, InlineGeometry* g);
+
+using LoopRef = absl::FunctionRef<void(char** data, const int64_t* strides, int64_t size0, int64_t size1)>;
+// Runs blocks `r` of an inline-geometry kernel; a loop that throws fails the kernel.
+absl::Status RunInline(const InlineGeometry& g, BlockRange r, LoopRef loop);
+
+// A loop and its geometry as one trivially copyable kernel, copied into the launch.
+template <typename L>
+struct InlineKernel {
+  InlineGeometry g;
+  L loop;
+  absl::Status operator()(BlockRange r) const { return RunInline(g, r, loop); }
+};
+
+// The general form: the geometry and the loop go into a heap-allocated kernel body.
+void LaunchWithBody(const char* name, const at::TensorIteratorBase& iter, const LaunchSetup& setup, DeviceLoop2d loop);
+
+}  // namespace device_loop_detail
+
 // `name` must outlive the process (a literal): the profiler shows it. The kernel keeps no
 // reference to the iterator's tensors: as with CUDA, stream order (not lifetime) protects
-// memory freed by the host while the kernel is queued.
-void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, DeviceLoop2d loop,
-                          KernelCost cost = {});
+// memory freed by the host while the kernel is queued. `loop` is called as
+// loop(char** data, const int64_t* strides, int64_t size0, int64_t size1), TensorIterator's
+// 2-D loop. A trivially copyable loop (a lambda capturing values) on a small iterator is
+// copied into the launch, without allocating: the common small-op case.
+template <typename Loop>
+void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, Loop&& loop, KernelCost cost = {}) {
+  namespace d = device_loop_detail;
+  using L = std::decay_t<Loop>;
+  d::LaunchSetup setup;
+  if (!d::SetUpLaunch(name, iter, cost, &setup)) return;
+  if constexpr (std::is_trivially_copyable_v<L> && sizeof(d::InlineKernel<L>) <= kKernelArgsCapacity &&
+                alignof(d::InlineKernel<L>) <= 16) {
+    d::InlineKernel<L> kernel{{}, loop};
+    if (d::FillInlineGeometry(iter, setup.numel, &kernel.g)) {
+      CheckOk(xxnpuLaunchKernel(setup.config, kernel, setup.stream), name);
+      return;
+    }
+  }
+  d::LaunchWithBody(name, iter, setup, DeviceLoop2d(std::forward<Loop>(loop)));
+}
 
 // A new uninitialized tensor on the current xxnpu device (the caller's DeviceGuard sets
 // it), straight from the xxnpu allocator without a dispatcher call: the body of
@@ -48,8 +112,10 @@ at::Tensor NewXxnpuTensor(c10::IntArrayRef sizes, std::optional<c10::IntArrayRef
 // DeviceGuard made current. Build it in place (its operands point into the object, so it
 // is neither copied nor moved):
 //   AllocatingIterator iter;
-//   iter.build_binary_op(at::TensorBase(), a, b);   // any TensorIteratorBase::build_*
-//   ... launch ...; return iter.output();
+//   iter.build_borrowing_binary_op(iter.maybe_get_output(0), a, b);  // any build_*
+//   ... launch ...; return iter.TakeOutput();
+// Borrowing builds skip two reference counts per operand: a small op's launch pays for
+// every atomic read-modify-write (docs/device-runtime.md).
 class AllocatingIterator final : public at::TensorIteratorBase {
  public:
   AllocatingIterator() = default;
@@ -57,6 +123,8 @@ class AllocatingIterator final : public at::TensorIteratorBase {
   AllocatingIterator& operator=(const AllocatingIterator&) = delete;
 
   const at::Tensor& maybe_get_output(int64_t output_idx) override { return outputs_.at(output_idx); }
+  // The allocated output, moved out: call last (the iterator only borrowed it).
+  at::Tensor TakeOutput(int64_t output_idx = 0) { return std::move(outputs_.at(output_idx)); }
   void set_output_raw_strided(int64_t output_idx, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               at::TensorOptions options) override;
 

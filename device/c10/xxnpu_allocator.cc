@@ -93,7 +93,7 @@ c10::DataPtr XxnpuDeviceAllocator::allocate(size_t bytes) {
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteDataPtr, dev);
   CachingAllocator& a = ForDevice(device);
   const AllocationContextRecorder recorder = g_context_recorder.load(std::memory_order_relaxed);
-  auto ptr = a.Allocate(bytes, GetCurrentXxnpuStream(device).handle(), recorder ? recorder() : 0);
+  auto ptr = a.Allocate(bytes, CurrentXxnpuStreamHandle(device), recorder ? recorder() : 0);
   if (!ptr.ok()) {
     if (ptr.status().code() == absl::StatusCode::kResourceExhausted && c10::memoryProfilingEnabled()) {
       const DeviceStats stats = a.GetStats();

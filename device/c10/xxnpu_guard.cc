@@ -28,7 +28,11 @@ struct XxnpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(d.is_privateuseone(), "Expected an xxnpu device, got ", d);
     CheckOk(xxnpuSetDevice(ResolveDeviceIndex(d.index())), "xxnpu");
   }
-  void uncheckedSetDevice(c10::Device d) const noexcept override { (void)xxnpuSetDevice(d.index()); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    // Every DeviceGuard restores its device on exit, mostly the one already current.
+    auto current = xxnpuGetDevice();
+    if (!current.ok() || *current != d.index()) (void)xxnpuSetDevice(d.index());
+  }
 
   c10::Stream getStream(c10::Device d) const override { return GetCurrentXxnpuStream(d.index()).unwrap(); }
   c10::Stream getDefaultStream(c10::Device d) const override { return GetDefaultXxnpuStream(d.index()).unwrap(); }

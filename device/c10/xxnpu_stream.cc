@@ -38,6 +38,21 @@ absl::flat_hash_map<c10::StreamId, xxnpuStream_t>& Registry() {
 // The current stream per device for this thread (0 = default stream).
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};
 
+// The runtime handle of each device's default stream, looked up once: the runtime
+// creates default streams at start-up and keeps them for the process's life, and every
+// kernel launch and allocation asks for the current stream's handle.
+xxnpuStream_t DefaultStreamHandle(c10::DeviceIndex device) {
+  static std::array<std::atomic<xxnpuStream_t>, kMaxDevices>* handles =
+      new std::array<std::atomic<xxnpuStream_t>, kMaxDevices>();
+  std::atomic<xxnpuStream_t>& slot = (*handles)[device];
+  xxnpuStream_t h = slot.load(std::memory_order_acquire);
+  if (h == nullptr) {
+    h = ValueOrThrow(xxnpuDeviceGetDefaultStream(device), "xxnpu stream");
+    slot.store(h, std::memory_order_release);
+  }
+  return h;
+}
+
 c10::Stream MakeStream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kXxnpuDeviceType, device), id);
 }
@@ -92,9 +107,7 @@ std::ostream& operator<<(std::ostream& os, const XxnpuStream& s) { return os << 
 xxnpuStream_t HandleOf(c10::Stream stream) {
   TORCH_CHECK(stream.device_type() == kXxnpuDeviceType, "Expected an xxnpu stream, got a stream of ",
               stream.device());
-  if (stream.id() == 0) {
-    return ValueOrThrow(xxnpuDeviceGetDefaultStream(stream.device_index()), "xxnpu stream");
-  }
+  if (stream.id() == 0) return DefaultStreamHandle(ResolveDeviceIndex(stream.device_index()));
   std::lock_guard<std::mutex> lock(RegistryMutex());
   auto it = Registry().find(stream.id());
   TORCH_CHECK(it != Registry().end(), "Unknown xxnpu stream id ", stream.id(), " on ", stream.device(),
@@ -109,6 +122,12 @@ XxnpuStream GetDefaultXxnpuStream(c10::DeviceIndex device) {
 XxnpuStream GetCurrentXxnpuStream(c10::DeviceIndex device) {
   device = ResolveDeviceIndex(device);
   return XxnpuStream(MakeStream(device, t_current_stream[device]));
+}
+
+xxnpuStream_t CurrentXxnpuStreamHandle(c10::DeviceIndex device) {
+  device = ResolveDeviceIndex(device);
+  const c10::StreamId id = t_current_stream[device];
+  return id == 0 ? DefaultStreamHandle(device) : HandleOf(MakeStream(device, id));
 }
 
 XxnpuStream SetCurrentXxnpuStream(XxnpuStream stream) {

@@ -52,6 +52,9 @@ std::ostream& operator<<(std::ostream& os, const XxnpuStream& s);
 
 XxnpuStream GetDefaultXxnpuStream(c10::DeviceIndex device = -1);
 XxnpuStream GetCurrentXxnpuStream(c10::DeviceIndex device = -1);
+// GetCurrentXxnpuStream(device).handle() without building the c10::Stream: what every
+// kernel launch and allocation asks for.
+xxnpuStream_t CurrentXxnpuStreamHandle(c10::DeviceIndex device = -1);
 // Makes `stream` current on its device for this thread; returns the previous one.
 XxnpuStream SetCurrentXxnpuStream(XxnpuStream stream);
 // Round-robin over the device's pool of 32 streams per priority, created on first use.
