@@ -652,6 +652,37 @@ TEST(RuntimeThreadsTest, SeveralHostThreadsOnSeveralStreams) {
   }
 }
 
+// Host threads launching onto one stream serialise on its ring: every command runs once,
+// each thread's commands in that thread's order, over several laps of the ring.
+TEST(RuntimeThreadsTest, SeveralHostThreadsOnOneStream) {
+  constexpr int kThreads = 4, kLaunches = 1500;
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  std::vector<std::vector<int>> seen(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<int>* out = &seen[t];
+      LaunchConfig cfg;
+      cfg.name = "test_shared_stream";
+      for (int i = 0; i < kLaunches; ++i) {
+        absl::Status st = (i % 5 == 0)
+            ? xxnpuLaunchKernel(cfg, KernelBody([out, i](BlockRange) { out->push_back(i); return absl::OkStatus(); }), s)
+            : xxnpuLaunchKernel(cfg, [out, i](BlockRange) { out->push_back(i); return absl::OkStatus(); }, s);
+        if (!st.ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  EXPECT_EQ(failures.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), size_t{kLaunches}) << "thread " << t;
+    for (int i = 0; i < kLaunches; ++i) ASSERT_EQ(seen[t][i], i) << "thread " << t;
+  }
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+}
+
 TEST(RuntimeHostFuncTest, RunsInStreamOrder) {
   xxnpuStream_t s = *xxnpuStreamCreate();
   std::vector<int> order;
