@@ -276,12 +276,13 @@ class ApiCall {
     return ActivityEnabled(ActivityKind::kKernel) || ActivityEnabled(ActivityKind::kMemcpy) ||
            ActivityEnabled(ActivityKind::kMemset) || ActivityEnabled(ActivityKind::kSynchronization);
   }
-  // Stamps `cmd` with this call's correlation id and the thread's external ids.
+  // Stamps `cmd` with this call's correlation id (0: not traced; set either way, since
+  // ring slots are reused) and, when traced, the thread's external ids.
   void Tag(Command& cmd, const StreamImpl& s) {
     device_ = s.device;
     stream_ = s.id;
-    if (correlation_id_ == 0) return;
     cmd.correlation_id = correlation_id_;
+    if (correlation_id_ == 0) return;
     cmd.external_id[0] = external_id_[0];
     cmd.external_id[1] = external_id_[1];
   }
@@ -911,12 +912,10 @@ absl::Status CheckLaunchConfig(const LaunchConfig& config) {
 
 // Queues a kernel on `s`; `set_kernel(slot)` stores the kernel itself into the slot.
 template <typename SetKernel>
-absl::Status EnqueueKernel(Runtime& rt, StreamImpl* s, const LaunchConfig& config, bool owns,
-                           SetKernel&& set_kernel) {
+absl::Status EnqueueKernel(Runtime& rt, StreamImpl* s, const LaunchConfig& config, SetKernel&& set_kernel) {
   ApiCall call("xxnpuLaunchKernel");
-  const uint64_t seq = s->Enqueue(owns, [&](Command& slot) {
+  const uint64_t seq = s->Enqueue([&](Command& slot) {
     slot.type = Command::Type::kKernel;
-    slot.correlation_id = 0;
     call.Tag(slot, *s);
     slot.config = config;
     set_kernel(slot);
@@ -934,7 +933,7 @@ absl::Status xxnpuLaunchKernel(const LaunchConfig& config, KernelBody body, xxnp
   XXNPU_ASSIGN_OR_RETURN(StreamImpl * s, ResolveStream(rt, stream, "xxnpuLaunchKernel"));
   if (!body) return absl::InvalidArgumentError("xxnpuLaunchKernel: empty kernel body");
   XXNPU_RETURN_IF_ERROR(CheckLaunchConfig(config));
-  return EnqueueKernel(rt, s, config, /*owns=*/true, [&body](Command& slot) {
+  return EnqueueKernel(rt, s, config, [&body](Command& slot) {
     slot.thunk = nullptr;
     slot.body = std::move(body);
   });
@@ -951,7 +950,7 @@ absl::Status xxnpuLaunchKernelInline(const LaunchConfig& config, KernelThunk thu
                                                    kKernelArgsCapacity, " (pass a KernelBody instead)"));
   }
   XXNPU_RETURN_IF_ERROR(CheckLaunchConfig(config));
-  return EnqueueKernel(rt, s, config, /*owns=*/false, [&](Command& slot) {
+  return EnqueueKernel(rt, s, config, [&](Command& slot) {
     slot.thunk = thunk;
     std::memcpy(slot.args, kernel, bytes);
   });

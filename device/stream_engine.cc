@@ -151,9 +151,7 @@ void StreamImpl::ReapLocked() {
   if (t_reaping) return;  // a destructor launched: the lists are being cleared
   for (; reaped < done; ++reaped) {
     Command& slot = slots[(reaped + 1) % kRingSlots];
-    const bool owns = slot.type == Command::Type::kHostFunc ||
-                      (slot.type == Command::Type::kKernel && slot.thunk == nullptr);
-    if (!owns) continue;
+    if (!Owns(slot)) continue;
     if (slot.body) t_reaped.bodies.push_back(std::move(slot.body));
     if (slot.host_fn) t_reaped.host_fns.push_back(std::move(slot.host_fn));
     --owning;
@@ -190,8 +188,7 @@ void StreamImpl::PublishLocked(uint64_t seq) {
 }
 
 uint64_t StreamImpl::Enqueue(Command&& cmd) {
-  const bool owns = cmd.type == Command::Type::kHostFunc || cmd.type == Command::Type::kKernel;
-  return Enqueue(owns, [&cmd](Command& slot) { FillSlot(slot, cmd); });
+  return Enqueue([&cmd](Command& slot) { FillSlot(slot, cmd); });
 }
 
 void StreamImpl::WakeDevice() {
@@ -252,7 +249,6 @@ void StreamImpl::Reset() {
   enqueued = 0;
   reaped = 0;
   owning = 0;
-  thread = std::thread();
   published.store(0);
   completed.store(0);
   skip_through.store(0);

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -31,7 +30,6 @@ struct alignas(64) Command {
   Type type = Type::kKernel;
   MemcpyKind copy_kind = MemcpyKind::kDefault;  // kMemcpy
   int value = 0;                                // kMemset
-  uint64_t seq = 0;
   uint64_t correlation_id = 0;
   uint64_t external_id[2] = {0, 0};
   // kKernel: either `thunk` runs the kernel copied into `args`, or (thunk null) `body`.
@@ -148,18 +146,16 @@ struct StreamImpl {
   std::atomic<uint64_t> skip_through{0};
 
   // Queues a command and returns its seq; starts the device thread. `fill(slot)` writes
-  // the command's fields into its ring slot (only those its type uses: see Command);
-  // `owns` says whether it leaves a kernel body or host function to destroy.
+  // the command's fields into its ring slot (only those its type uses: see Command).
   template <typename Fill>
-  uint64_t Enqueue(bool owns, Fill&& fill) {
+  uint64_t Enqueue(Fill&& fill) {
     for (;;) {
       LockProducer();
       const uint64_t seq = enqueued + 1;
       if (!ReserveLocked(seq)) continue;  // the ring was full: waited, retry
       Command& slot = slots[seq % kRingSlots];
-      slot.seq = seq;
       fill(slot);
-      if (owns) ++owning;
+      if (Owns(slot)) ++owning;
       PublishLocked(seq);
       return seq;
     }
@@ -183,6 +179,11 @@ struct StreamImpl {
  private:
   // Copies the fields of `cmd`'s type into `slot` (only those: see Command).
   static void FillSlot(Command& slot, Command& cmd);
+  // Whether the command leaves something for a host thread to destroy (a kernel body or
+  // a host function): inline kernels and the other types do not.
+  static bool Owns(const Command& cmd) {
+    return cmd.type == Command::Type::kHostFunc || (cmd.type == Command::Type::kKernel && cmd.thunk == nullptr);
+  }
   // Under `producer`: makes the slots of commands up to `completed` reusable, moving
   // what they own into this thread's list to destroy.
   void ReapLocked();

@@ -63,7 +63,7 @@ void HostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   if (SameDenseLayout(dst, src)) {
     // Pinned + non_blocking: queued and returns; otherwise the runtime waits for the copy
     // (pageable memory), or we wait below (blocking semantics of a plain copy_).
-    xxnpuStream_t stream = CurrentStreamHandle(device);
+    xxnpuStream_t stream = CurrentXxnpuStreamHandle(device);
     const absl::Status queued = xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src),
                                                  MemcpyKind::kHostToDevice, stream);
     if (non_blocking) {
@@ -82,12 +82,12 @@ void HostToDevice(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   at::Tensor staged = at::empty(host.sizes(), host.options().device(dst.device()));
   HostToDevice(staged, host, /*non_blocking=*/false);
   DeviceCopyKernel(dst, staged);
-  if (!non_blocking) CheckOk(xxnpuStreamSynchronize(CurrentStreamHandle(device)), "copy to xxnpu");
+  if (!non_blocking) CheckOk(xxnpuStreamSynchronize(CurrentXxnpuStreamHandle(device)), "copy to xxnpu");
 }
 
 void DeviceToHost(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   const c10::DeviceIndex device = src.device().index();
-  xxnpuStream_t stream = CurrentStreamHandle(device);
+  xxnpuStream_t stream = CurrentXxnpuStreamHandle(device);
   if (SameDenseLayout(dst, src)) {
     const absl::Status queued = xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src),
                                                  MemcpyKind::kDeviceToHost, stream);
@@ -122,13 +122,13 @@ void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
       const c10::DeviceGuard src_guard(src.device());
       ready = ValueOrThrow(xxnpuEventCreate(kEventDisableTiming), "xxnpu copy");
     }
-    CheckOk(xxnpuEventRecord(ready, CurrentStreamHandle(src_device)), "xxnpu copy");
-    CheckOk(xxnpuStreamWaitEvent(CurrentStreamHandle(dst_device), ready), "xxnpu copy");
+    CheckOk(xxnpuEventRecord(ready, CurrentXxnpuStreamHandle(src_device)), "xxnpu copy");
+    CheckOk(xxnpuStreamWaitEvent(CurrentXxnpuStreamHandle(dst_device), ready), "xxnpu copy");
     CheckOk(xxnpuEventDestroy(ready), "xxnpu copy");
   }
   if (SameDenseLayout(dst, src)) {
     CheckOk(xxnpuMemcpyAsync(dst.data_ptr(), src.const_data_ptr(), SpanBytes(src), MemcpyKind::kDeviceToDevice,
-                             CurrentStreamHandle(dst_device)),
+                             CurrentXxnpuStreamHandle(dst_device)),
             "xxnpu copy");
     return;
   }

@@ -33,7 +33,7 @@ void DebugFailKernel(const at::Tensor& x, c10::string_view message) {
   LaunchConfig config;
   config.name = "xxnpu::debug_fail";
   CheckOk(xxnpuLaunchKernel(config, [msg = std::string(message)](BlockRange) { return absl::InternalError(msg); },
-                            CurrentStreamHandle(x.device().index())),
+                            CurrentXxnpuStreamHandle(x.device().index())),
           "xxnpu::_debug_fail_kernel");
 }
 void DebugFailKernelMeta(const at::Tensor&, c10::string_view) {}

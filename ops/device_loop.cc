@@ -116,7 +116,6 @@ void AllocatingIterator::set_output_raw_strided(int64_t output_idx, c10::IntArra
   at::TensorIteratorBase::set_output_raw_strided(output_idx, sizes, strides, options);
 }
 
-xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device) { return CurrentXxnpuStreamHandle(device); }
 
 namespace device_loop_detail {
 
@@ -137,7 +136,7 @@ bool SetUpLaunch(const char* name, const at::TensorIteratorBase& iter, const Ker
   cfg.block = Dim3{static_cast<uint32_t>(std::min<int64_t>(numel, kElementsPerBlock)), 1, 1};
   cfg.bytes = cost.bytes ? cost.bytes : bytes;
   cfg.flops = cost.flops_per_element * static_cast<uint64_t>(numel);
-  setup->stream = CurrentStreamHandle(device);
+  setup->stream = CurrentXxnpuStreamHandle(device);
   setup->numel = numel;
   return true;
 }

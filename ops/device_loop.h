@@ -17,6 +17,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"  // CurrentXxnpuStreamHandle: where kernels are queued
 #include "device/runtime.h"
 
 namespace xxnpu {
@@ -136,9 +137,6 @@ class AllocatingIterator final : public at::TensorIteratorBase {
 // tensors to be on the same device, but found at least two devices, xxnpu:0 and cpu! ...").
 void CheckSameDevice(const char* op, const char* arg, const at::Tensor& t, c10::Device expected);
 
-// The current stream of `device` (as the runtime handle): where kernels for tensors on
-// that device are queued.
-xxnpuStream_t CurrentStreamHandle(c10::DeviceIndex device);
 
 }  // namespace xxnpu
 

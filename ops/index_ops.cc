@@ -48,7 +48,7 @@ void LaunchItems(const char* name, c10::DeviceIndex device, int64_t n, int64_t p
   cfg.bytes = bytes;
   CheckOk(xxnpuLaunchKernel(cfg, [body = std::move(body), n, per_block](BlockRange r) {
     return body(r.begin * per_block, std::min(n, r.end * per_block));
-  }, CurrentStreamHandle(device)), name);
+  }, CurrentXxnpuStreamHandle(device)), name);
 }
 
 char* View(const at::Tensor& t) { return static_cast<char*>(DeviceView(t.data_ptr())); }

@@ -156,7 +156,7 @@ void LaunchItems(const char* name, c10::Device device, int64_t items, int64_t it
   cfg.flops = flops;
   CheckOk(xxnpuLaunchKernel(cfg, [body = std::move(body), per_block, items](BlockRange r) -> absl::Status {
     return body(r.begin * per_block, std::min(items, r.end * per_block));
-  }, CurrentStreamHandle(device.index())), name);
+  }, CurrentXxnpuStreamHandle(device.index())), name);
 }
 
 // Sum of squares of n floats read through `load(i)`; 8 partial sums so the contiguous

@@ -185,7 +185,7 @@ void LaunchBatchedGemm(const char* name, const at::Tensor& a_in, const at::Tenso
     AT_DISPATCH_V2(g.dtype, "xxnpu_gemm", AT_WRAP([&] { RunGemm<scalar_t>(g); }),
                    at::kFloat, at::kDouble, at::kHalf, at::kBFloat16);
     return absl::OkStatus();
-  }, CurrentStreamHandle(out.device().index())), name);
+  }, CurrentXxnpuStreamHandle(out.device().index())), name);
 }
 
 void CheckMatmulOperands(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {

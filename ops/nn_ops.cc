@@ -42,7 +42,7 @@ void LaunchRows(const char* name, c10::DeviceIndex device, int64_t rows, int64_t
   cfg.flops = flops;
   CheckOk(xxnpuLaunchKernel(cfg, [body = std::move(body), rows, per_block](BlockRange r) {
     return body(r.begin * per_block, std::min(rows, r.end * per_block));
-  }, CurrentStreamHandle(device)), name);
+  }, CurrentXxnpuStreamHandle(device)), name);
 }
 
 template <typename T>

@@ -57,7 +57,7 @@ void LaunchGenerate(const char* name, const at::Tensor& out, PhiloxSeeds seeds, 
       for (int j = 0; j < per_block && i + j < end; ++j) view[i + j] = static_cast<scalar_t>(values[j]);
     }
     return absl::OkStatus();
-  }, CurrentStreamHandle(out.device().index())), name);
+  }, CurrentXxnpuStreamHandle(out.device().index())), name);
 }
 
 // Runs `fill` on a contiguous tensor; a non-contiguous self gets a contiguous scratch

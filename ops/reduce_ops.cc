@@ -339,7 +339,7 @@ void LaunchReduce(const char* name, const R& r, const at::Tensor& in, const at::
               static_cast<uint64_t>(g.num_outputs) * (out.defined() ? out.element_size() : 0) +
               static_cast<uint64_t>(g.num_outputs) * (index.defined() ? sizeof(int64_t) : 0);
   cfg.flops = static_cast<uint64_t>(in.numel());
-  const xxnpuStream_t stream = CurrentStreamHandle(device);
+  const xxnpuStream_t stream = CurrentXxnpuStreamHandle(device);
 
   if (g.num_outputs <= kFewOutputs && g.reduce_size >= kSplitThreshold) {
     // Split the reduction: partial accumulators per (output, chunk), then a finishing kernel.

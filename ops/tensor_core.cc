@@ -133,7 +133,7 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
   at::Scalar result;
   const c10::DeviceGuard guard(self.device());
   // Waits for the producer on the current stream, like CUDA's .item().
-  xxnpuStream_t stream = CurrentStreamHandle(self.device().index());
+  xxnpuStream_t stream = CurrentXxnpuStreamHandle(self.device().index());
   AT_DISPATCH_V2(self.scalar_type(), "xxnpu_local_scalar_dense", AT_WRAP([&] {
     scalar_t value;
     const absl::Status queued = xxnpuMemcpyAsync(&value, self.const_data_ptr<scalar_t>(), sizeof(scalar_t),
