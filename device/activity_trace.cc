@@ -280,6 +280,8 @@ void ActivityDisable(ActivityKind kind) {
   g_enabled_mask.fetch_and(~(uint32_t{1} << k), std::memory_order_relaxed);
 }
 
+bool ActivityAnyEnabled() { return g_enabled_mask.load(std::memory_order_relaxed) != 0; }
+
 bool ActivityEnabled(ActivityKind kind) {
   const int k = static_cast<int>(kind);
   // Relaxed: a record racing with Enable/Disable may go either way, which is all a

@@ -90,6 +90,7 @@ enum class SyncKind : uint8_t {
 void ActivityEnable(ActivityKind kind);
 void ActivityDisable(ActivityKind kind);
 bool ActivityEnabled(ActivityKind kind);  // hot path: a relaxed atomic load
+bool ActivityAnyEnabled();                // whether any kind is on (the same load)
 void ActivityDisableAll();
 // Capacity, in records, of each thread's ring (default 65536; 64..2^24). Applies to rings
 // created after the call.

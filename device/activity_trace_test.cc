@@ -86,7 +86,9 @@ TEST_F(ActivityTraceTest, EnableAndDisablePerKind) {
   for (int k = 0; k < static_cast<int>(ActivityKind::kCount); ++k) {
     EXPECT_FALSE(ActivityEnabled(static_cast<ActivityKind>(k)));
   }
+  EXPECT_FALSE(ActivityAnyEnabled());
   ActivityEnable(ActivityKind::kKernel);
+  EXPECT_TRUE(ActivityAnyEnabled());
   ActivityEnable(ActivityKind::kMemory);
   EXPECT_TRUE(ActivityEnabled(ActivityKind::kKernel));
   EXPECT_TRUE(ActivityEnabled(ActivityKind::kMemory));
@@ -115,6 +117,7 @@ TEST_F(ActivityTraceTest, EnableAndDisablePerKind) {
 
   ActivityDisableAll();
   EXPECT_FALSE(ActivityEnabled(ActivityKind::kMemory));
+  EXPECT_FALSE(ActivityAnyEnabled());
   ActivityRecordEmit(MakeRecord(ActivityKind::kMemory, 6, 6));
   out.clear();
   EXPECT_EQ(ActivityCollect(&out), 0u);

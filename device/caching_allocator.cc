@@ -192,7 +192,7 @@ CachingAllocator::CachingAllocator(std::unique_ptr<AllocatorBackend> backend,
 }
 
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   // Markers still pending guard memory that other streams may be using: wait for them
   // before the memory goes back to the device. Errors cannot be reported from here.
   if (pending_count_ > 0) (void)backend_->Synchronize();
@@ -533,7 +533,7 @@ void CachingAllocator::EmitActivityLocked(bool alloc, uint64_t addr, int64_t byt
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t stream,
                                                  uint64_t context_id) {
   if (bytes == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   // Blocks whose markers completed since the last call become reusable now.
   if (pending_count_ > 0) {
     if (absl::Status s = ProcessMarkersLocked(); !s.ok()) return s;
@@ -606,7 +606,7 @@ absl::Status CachingAllocator::OutOfMemoryLocked(size_t requested, size_t rounde
 
 absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
   if (ptr == nullptr) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   auto it = allocated_.find(addr);
   if (it == allocated_.end()) {
@@ -666,7 +666,7 @@ absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
 }
 
 absl::Status CachingAllocator::RecordStream(void* ptr, xxnpuStream_t stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto it = allocated_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocated_.end()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -684,7 +684,7 @@ absl::Status CachingAllocator::RecordStream(void* ptr, xxnpuStream_t stream) {
 }
 
 absl::Status CachingAllocator::EmptyCache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (pending_count_ > 0) {
     if (absl::Status s = ProcessMarkersLocked(); !s.ok()) return s;
   }
@@ -697,7 +697,7 @@ absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
         "SetMemoryFraction: the fraction must be within [0, 1], got ", fraction));
   }
   const size_t capacity = backend_->Capacity();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   fraction_set_ = true;
   fraction_ = fraction;
   allowed_bytes_ = static_cast<size_t>(fraction * static_cast<double>(capacity));
@@ -705,22 +705,22 @@ absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
 }
 
 double CachingAllocator::GetMemoryFraction() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return fraction_;
 }
 
 DeviceStats CachingAllocator::GetStats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return stats_;
 }
 
 void CachingAllocator::ResetPeakStats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   ForEachStat(stats_, ResetPeak);
 }
 
 void CachingAllocator::ResetAccumulatedStats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   ForEachStat(stats_, ResetAccumulated);
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
@@ -730,7 +730,7 @@ void CachingAllocator::ResetAccumulatedStats() {
 }
 
 void CachingAllocator::RecordHistory(bool enabled, size_t max_entries) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   record_history_ = enabled;
   if (!enabled) {
     history_.clear();
@@ -752,12 +752,12 @@ void CachingAllocator::RecordHistory(bool enabled, size_t max_entries) {
 }
 
 bool CachingAllocator::IsRecordingHistory() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return record_history_;
 }
 
 MemorySnapshot CachingAllocator::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   MemorySnapshot snapshot;
   snapshot.device = device_;
   snapshot.segments.reserve(segments_.size());
@@ -793,7 +793,7 @@ MemorySnapshot CachingAllocator::Snapshot() const {
 
 absl::StatusOr<CachingAllocator::SegmentRange> CachingAllocator::GetBaseAllocation(
     const void* ptr) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   auto it = segments_.upper_bound(addr);
   if (it != segments_.begin()) {
@@ -807,7 +807,7 @@ absl::StatusOr<CachingAllocator::SegmentRange> CachingAllocator::GetBaseAllocati
 }
 
 absl::StatusOr<size_t> CachingAllocator::BlockSize(const void* ptr) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto it = allocated_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocated_.end()) {
     return absl::InvalidArgumentError(

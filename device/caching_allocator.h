@@ -28,8 +28,10 @@
 // The device is reached through an AllocatorBackend, so tests run the allocator against
 // a fake device and production uses RuntimeAllocatorBackend (runtime_allocator_backend.h).
 //
-// Thread-safe: one std::mutex per allocator guards all state (not absl::Mutex: Debian's
-// abseil is not ThreadSanitizer-instrumented).
+// Thread-safe: one lock per allocator guards all state. A SpinLock (device/spin_lock.h),
+// since a small op's output takes it twice (alloc and free) and std::mutex's unlock costs
+// an atomic read-modify-write each time; not absl::Mutex: Debian's abseil is not
+// ThreadSanitizer-instrumented.
 #ifndef TORCH_XXNPU_DEVICE_CACHING_ALLOCATOR_H_
 #define TORCH_XXNPU_DEVICE_CACHING_ALLOCATOR_H_
 
@@ -48,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "device/runtime.h"
+#include "device/spin_lock.h"
 
 namespace xxnpu {
 
@@ -72,7 +75,7 @@ size_t CachingAllocatorSegmentSize(size_t rounded_size);
 using MarkerId = uint64_t;
 
 // What the allocator needs from one device. Calls are made with the owning allocator's
-// mutex held, so an implementation used by a single allocator needs no locking of its
+// lock held, so an implementation used by a single allocator needs no locking of its
 // own for the allocator's sake.
 class AllocatorBackend {
  public:
@@ -323,7 +326,7 @@ class CachingAllocator {
   const int device_;
   const size_t max_split_size_;
 
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   BlockSet small_pool_;
   BlockSet large_pool_;
   // Allocated blocks by address: the lookup of Free and RecordStream.

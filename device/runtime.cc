@@ -241,9 +241,9 @@ absl::StatusOr<EventImpl*> ResolveEvent(xxnpuEvent_t event, const char* api) {
 // correlation id that the device-side record of the same call will carry.
 class ApiCall {
  public:
-  explicit ApiCall(const char* name)
-      : name_(name),
-        runtime_on_(ActivityEnabled(ActivityKind::kRuntime)) {
+  explicit ApiCall(const char* name) : name_(name) {
+    if (!ActivityAnyEnabled()) return;  // not tracing: one load, not one per kind
+    runtime_on_ = ActivityEnabled(ActivityKind::kRuntime);
     if (runtime_on_ || DeviceTracingOn()) {
       correlation_id_ = ActivityNextCorrelationId();
       // Captured once, for this record and the device record it links to.
@@ -293,7 +293,7 @@ class ApiCall {
 
  private:
   const char* name_;
-  bool runtime_on_;
+  bool runtime_on_ = false;
   uint64_t correlation_id_ = 0;
   int64_t start_ns_ = 0;
   int device_ = -1;
@@ -417,6 +417,8 @@ absl::StatusOr<int> xxnpuGetDevice() {
   XXNPU_RUNTIME(rt);
   return t_current_device;
 }
+
+int xxnpuCurrentDevice() noexcept { return t_current_device; }
 
 absl::Status xxnpuSetDevice(int device) {
   XXNPU_RUNTIME(rt);

@@ -55,6 +55,9 @@ struct DeviceProperties {
 absl::StatusOr<int> xxnpuGetDeviceCount();
 // The calling host thread's current device (initially 0).
 absl::StatusOr<int> xxnpuGetDevice();
+// The same without the runtime's health check, for paths taken several times per op
+// (device guards, the allocator): whatever the thread uses next reports a broken runtime.
+int xxnpuCurrentDevice() noexcept;
 absl::Status xxnpuSetDevice(int device);
 absl::StatusOr<DeviceProperties> xxnpuGetDeviceProperties(int device);
 // Waits for all work on every stream of the current device; returns (and clears) the

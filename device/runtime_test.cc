@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -458,6 +459,28 @@ TEST(RuntimeKernelTest, KernelBodiesAreDestroyedOnTheHostBySynchronize) {
     EXPECT_EQ(where, std::this_thread::get_id()) << "round " << round;
   }
   ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
+}
+
+// What a finished kernel captured is released by later launches too, not only by a
+// synchronize: a loop that never synchronizes must not pile up kernel bodies.
+TEST(RuntimeKernelTest, LaunchesReleaseWhatFinishedKernelsCapturedWithoutSynchronizing) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  auto captured = std::make_shared<int>(7);
+  LaunchConfig cfg;
+  cfg.name = "test_capture";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, KernelBody([captured](BlockRange) {
+    return *captured == 7 ? absl::OkStatus() : absl::InternalError("bad capture");
+  }), s).ok());
+  EXPECT_EQ(captured.use_count(), 2);  // the host's and the queued body's
+  while (xxnpuStreamQuery(s).code() == absl::StatusCode::kUnavailable) std::this_thread::yield();
+  // Inline kernels own nothing; launching a few lets the host reap the finished body.
+  cfg.name = "test_inline";
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) { return absl::OkStatus(); }, s).ok());
+  }
+  EXPECT_EQ(captured.use_count(), 1);
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
 }
 
 // Kernels that are trivially copyable and small are copied into the launch (no body to

@@ -82,12 +82,12 @@ void PrefetchForWrite(const void* p, int lines) {
 // inline kernel (up to 144 bytes of it within these).
 constexpr int kPrefetchLines = 4;
 
-// Spin this many times on a taken lock before yielding the core.
-constexpr int kSpinsBeforeYield = 1000;
 // After announcing that it is about to sleep, the device thread keeps polling this long:
 // a launch that missed the announcement (it read the state just before it changed) is
 // visible to the device thread well within it, so the launch needs no wake-up.
 constexpr int64_t kDrowsyNs = 20'000;
+// An idle stream thread's polls between yields (each poll ~50 ns: a pause and a clock read).
+constexpr int kYieldEvery = 32;
 // A sleeping device thread still looks for work this often. Only a launch that both
 // missed the announcement and stayed invisible for all of kDrowsyNs would wait for it:
 // a bound that does not rest on timing, not a path expected to run.
@@ -130,40 +130,31 @@ void StreamImpl::FillSlot(Command& slot, Command& cmd) {
   }
 }
 
-void StreamImpl::LockProducer() {
-  for (int spins = 0; producer.exchange(true, std::memory_order_acquire);) {
-    while (producer.load(std::memory_order_relaxed)) {
-      if (++spins < kSpinsBeforeYield) {
-        XXNPU_CPU_RELAX();
-      } else {
-        std::this_thread::yield();  // the holder may have been preempted
-      }
-    }
-  }
-}
-
-void StreamImpl::ReapLocked() {
+bool StreamImpl::ReapLocked() {
   const uint64_t done = completed.load(std::memory_order_acquire);
   if (owning == 0) {
     reaped = std::max(reaped, done);  // nothing to destroy: no need to look at the slots
-    return;
+    return false;
   }
-  if (t_reaping) return;  // a destructor launched: the lists are being cleared
+  if (t_reaping) return false;  // a destructor launched: the lists are being cleared
+  bool moved = false;
   for (; reaped < done; ++reaped) {
     Command& slot = slots[(reaped + 1) % kRingSlots];
     if (!Owns(slot)) continue;
     if (slot.body) t_reaped.bodies.push_back(std::move(slot.body));
     if (slot.host_fn) t_reaped.host_fns.push_back(std::move(slot.host_fn));
     --owning;
+    moved = true;
   }
+  return moved;
 }
 
-bool StreamImpl::ReserveLocked(uint64_t seq) {
+bool StreamImpl::ReserveLocked(uint64_t seq, bool* reaped_any) {
   if (!ring) {
     ring = std::make_unique<Command[]>(kRingSlots);
     slots = ring.get();
   }
-  if (seq - reaped > kRingSlots || (owning > 0 && seq % kReapEvery == 0)) ReapLocked();
+  if (seq - reaped > kRingSlots || (owning > 0 && seq % kReapEvery == 0)) *reaped_any = ReapLocked();
   if (seq - reaped <= kRingSlots) return true;
   // The device thread is a whole ring behind: block, as on a full push buffer.
   UnlockProducer();
@@ -172,7 +163,7 @@ bool StreamImpl::ReserveLocked(uint64_t seq) {
   return false;
 }
 
-void StreamImpl::PublishLocked(uint64_t seq) {
+void StreamImpl::PublishLocked(uint64_t seq, bool reaped_any) {
   enqueued = seq;
   published.store(seq, std::memory_order_release);
   const bool start = !thread.joinable();
@@ -184,7 +175,8 @@ void StreamImpl::PublishLocked(uint64_t seq) {
   // Only a device thread that is going to sleep, or sleeps, needs the wake-up; an awake
   // one sees `published` move.
   if (!start && device_state.load(std::memory_order_acquire) != kAwake) WakeDevice();
-  DestroyReaped();
+  // Most launches reap nothing: skip the thread-local lists then.
+  if (reaped_any) DestroyReaped();
 }
 
 uint64_t StreamImpl::Enqueue(Command&& cmd) {
@@ -201,11 +193,21 @@ void StreamImpl::WakeDevice() {
 
 void StreamImpl::WaitFor(uint64_t seq) {
   if (!Reached(seq)) {
-    std::unique_lock<std::mutex> lock(mu);
     // Announce the waiter before re-checking (both seq_cst), pairing with the device
-    // thread's store-then-check in Loop(): one of the two sides sees the other.
+    // thread's store-then-check in Loop(): one of the two sides sees the other. It also
+    // cuts the device thread's fetch interval short.
     waiters.fetch_add(1);
-    done_cv.wait(lock, [&] { return completed.load() >= seq; });
+    // Spin first (XXNPU_SPIN_US), as CUDA's default schedule does with cores to spare: a
+    // host that sleeps here is woken by the device thread, and Linux then tends to run it
+    // on the device thread's core, where the two share one core (each at half speed)
+    // until the load balancer separates them, milliseconds later. In a small-op loop
+    // that synchronizes every few thousand ops it did, one run in a few.
+    const int64_t until = NowNs() + int64_t{options.spin_us} * 1000;
+    while (!Reached(seq) && NowNs() < until) XXNPU_CPU_RELAX();
+    if (!Reached(seq)) {
+      std::unique_lock<std::mutex> lock(mu);
+      done_cv.wait(lock, [&] { return completed.load() >= seq; });
+    }
     waiters.fetch_sub(1);
   }
   // A synchronizing host also releases what finished commands captured.
@@ -265,10 +267,19 @@ uint64_t StreamImpl::AwaitWork(uint64_t done) {
   // host's, not the simulator's.
   const int64_t spin_ns = int64_t{options.spin_us} * 1000;
   const int64_t until = NowNs() + spin_ns;
-  do {
+  // Every kYieldEvery polls it also yields: alone on its core that costs a system call,
+  // but when Linux has put the launching host thread on the same core (it does, for a
+  // while, after this thread woke it), the host runs instead of sharing the core half
+  // and half with a thread that has nothing to do.
+  for (int polls = 1;; ++polls) {
     if ((avail = published.load(std::memory_order_acquire)) != done) return avail;
-    XXNPU_CPU_RELAX();
-  } while (NowNs() < until && !stop.load(std::memory_order_relaxed));
+    if (NowNs() >= until || stop.load(std::memory_order_relaxed)) break;
+    if (polls % kYieldEvery == 0) {
+      std::this_thread::yield();
+    } else {
+      XXNPU_CPU_RELAX();
+    }
+  }
   // Announce the sleep, then keep polling a while (kDrowsyNs): launches from now on wake
   // this thread, and one that read the state just before is seen meanwhile.
   device_state.store(kDrowsy);

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "device/compute_pool.h"
 #include "device/runtime.h"
+#include "device/spin_lock.h"
 
 namespace xxnpu {
 
@@ -107,7 +108,7 @@ struct StreamImpl {
   // read miss. Each launch then stalled its host thread for a cross-core round trip, the
   // top cost of a small op's launch (docs/device-runtime.md). So here a launch writes
   // only the slot's lines it needs, which were prefetched for writing one launch ahead;
-  // the producer lock is released by a plain store; and the device thread takes commands
+  // the producer lock is released by a plain store (SpinLock); and the device thread takes commands
   // a few at a time (EngineOptions::fetch_interval_ns), so `published` misses once per
   // batch, not once per launch.
   static constexpr uint64_t kRingSlots = 512;
@@ -118,7 +119,7 @@ struct StreamImpl {
   static constexpr uint64_t kReapEvery = 4;
 
   // Host side (the device thread never touches this line).
-  alignas(64) std::atomic<bool> producer{false};  // spin lock of launching host threads
+  alignas(64) SpinLock producer;  // taken by launching host threads
   uint64_t enqueued = 0;  // seq of the last filled slot (under producer)
   uint64_t reaped = 0;    // slots up to this seq are free for reuse (under producer)
   uint64_t owning = 0;    // slots in (reaped, enqueued] that own a body or function (under producer)
@@ -152,11 +153,12 @@ struct StreamImpl {
     for (;;) {
       LockProducer();
       const uint64_t seq = enqueued + 1;
-      if (!ReserveLocked(seq)) continue;  // the ring was full: waited, retry
+      bool reaped_any = false;
+      if (!ReserveLocked(seq, &reaped_any)) continue;  // the ring was full: waited, retry
       Command& slot = slots[seq % kRingSlots];
       fill(slot);
       if (Owns(slot)) ++owning;
-      PublishLocked(seq);
+      PublishLocked(seq, reaped_any);
       return seq;
     }
   }
@@ -185,15 +187,17 @@ struct StreamImpl {
     return cmd.type == Command::Type::kHostFunc || (cmd.type == Command::Type::kKernel && cmd.thunk == nullptr);
   }
   // Under `producer`: makes the slots of commands up to `completed` reusable, moving
-  // what they own into this thread's list to destroy.
-  void ReapLocked();
-  void LockProducer();
-  void UnlockProducer() { producer.store(false, std::memory_order_release); }
+  // what they own into this thread's list to destroy. Returns whether it moved any.
+  bool ReapLocked();
+  void LockProducer() { producer.lock(); }
+  void UnlockProducer() { producer.unlock(); }
   // Under `producer`: whether slot `seq` is free. If not, the ring is full: unlocks,
-  // waits for the device thread, and returns false.
-  bool ReserveLocked(uint64_t seq);
-  // Under `producer`, after filling slot `seq`: publishes it and unlocks.
-  void PublishLocked(uint64_t seq);
+  // waits for the device thread, and returns false. `*reaped_any`: whether this thread
+  // now has finished commands' belongings to destroy.
+  bool ReserveLocked(uint64_t seq, bool* reaped_any);
+  // Under `producer`, after filling slot `seq`: publishes it and unlocks; then destroys
+  // what was reaped, if anything.
+  void PublishLocked(uint64_t seq, bool reaped_any);
   // Wakes the device thread if it is going to sleep or sleeps.
   void WakeDevice();
   // Device thread, out of work: spins, then sleeps. Returns the latest published seq

@@ -152,10 +152,15 @@ bool FillInlineGeometry(const at::TensorIteratorBase& iter, int64_t numel, Inlin
   g->ndim = ndim;
   g->ntensors = ntensors;
   g->numel = numel;
-  for (int d = 0; d < ndim; ++d) g->shape[d] = iter.shape()[d];
-  const auto strides = iter.get_strides();
-  std::copy(strides.begin(), strides.end(), g->strides);
-  for (int i = 0; i < ntensors; ++i) g->base[i] = static_cast<char*>(DeviceView(iter.data_ptr(i)));
+  const c10::IntArrayRef shape = iter.shape();
+  for (int d = 0; d < ndim; ++d) g->shape[d] = shape[d];
+  // get_strides()'s layout, [dim][operand], read straight from the operands (get_strides
+  // builds a temporary vector: a tenth of a small op's launch).
+  for (int i = 0; i < ntensors; ++i) {
+    const c10::IntArrayRef strides = iter.strides(i);
+    for (int d = 0; d < ndim; ++d) g->strides[d * ntensors + i] = strides[d];
+    g->base[i] = static_cast<char*>(DeviceView(iter.data_ptr(i)));
+  }
   return true;
 }
 

@@ -73,7 +73,8 @@ void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, u
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr at::ScalarType kT = c10::CppTypeToScalarType<scalar_t>::value;
   // A CPU scalar becomes a constant of the kernel.
-  if (iter.is_cpu_scalar(2) || iter.is_cpu_scalar(1)) {
+  // The device test first: is_cpu_scalar walks the strides, and most launches have none.
+  if ((iter.device(2).is_cpu() && iter.is_cpu_scalar(2)) || (iter.device(1).is_cpu() && iter.is_cpu_scalar(1))) {
     at::TensorIterator it(iter);  // a copy only here: copying costs a small op's launch ~0.1 us
     const bool second = it.is_cpu_scalar(2);
     // The original (pre-promotion) value: a double scalar is not first rounded to half.

@@ -28,6 +28,16 @@ std::mutex& CreateMutex() {
   return *mu;
 }
 
+// The allocator of a device index known to be valid (the current device, or where a block
+// of ours lives): the per-op paths skip ResolveDeviceIndex's checks.
+CachingAllocator& AllocatorOf(c10::DeviceIndex device) {
+  auto& slot = Allocators()[device];
+  if (CachingAllocator* a = slot.get()) return *a;
+  std::lock_guard<std::mutex> lock(CreateMutex());
+  if (!slot) slot = std::make_unique<CachingAllocator>(std::make_unique<RuntimeAllocatorBackend>(device));
+  return *slot;
+}
+
 void ReportToProfiler(CachingAllocator& a, void* ptr, int64_t delta, c10::DeviceIndex device) {
   // Only pay for the statistics when torch.profiler(profile_memory=True) is listening.
   if (!c10::memoryProfilingEnabled()) return;
@@ -42,7 +52,7 @@ void DeleteDataPtr(void* ptr) {
   if (ptr == nullptr) return;
   const int device = DeviceOfPointer(ptr);
   TORCH_INTERNAL_ASSERT(device >= 0, "xxnpu allocator: freeing a pointer that is not device memory");
-  CachingAllocator& a = GetXxnpuAllocator()->ForDevice(static_cast<c10::DeviceIndex>(device));
+  CachingAllocator& a = AllocatorOf(static_cast<c10::DeviceIndex>(device));
   // The profiler wants the freed size; learn it while the block is still ours.
   int64_t freed = 0;
   if (c10::memoryProfilingEnabled()) {
@@ -74,12 +84,7 @@ XxnpuDeviceAllocator* GetXxnpuAllocator() {
 }
 
 CachingAllocator& XxnpuDeviceAllocator::ForDevice(c10::DeviceIndex device) {
-  device = ResolveDeviceIndex(device);
-  auto& slot = Allocators()[device];
-  if (CachingAllocator* a = slot.get()) return *a;
-  std::lock_guard<std::mutex> lock(CreateMutex());
-  if (!slot) slot = std::make_unique<CachingAllocator>(std::make_unique<RuntimeAllocatorBackend>(device));
-  return *slot;
+  return AllocatorOf(ResolveDeviceIndex(device));
 }
 
 bool XxnpuDeviceAllocator::HasDevice(c10::DeviceIndex device) const {
@@ -88,10 +93,10 @@ bool XxnpuDeviceAllocator::HasDevice(c10::DeviceIndex device) const {
 }
 
 c10::DataPtr XxnpuDeviceAllocator::allocate(size_t bytes) {
-  const c10::DeviceIndex device = ResolveDeviceIndex(-1);
+  const auto device = static_cast<c10::DeviceIndex>(xxnpuCurrentDevice());  // valid: set through xxnpuSetDevice
   const c10::Device dev(kXxnpuDeviceType, device);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteDataPtr, dev);
-  CachingAllocator& a = ForDevice(device);
+  CachingAllocator& a = AllocatorOf(device);
   const AllocationContextRecorder recorder = g_context_recorder.load(std::memory_order_relaxed);
   auto ptr = a.Allocate(bytes, CurrentXxnpuStreamHandle(device), recorder ? recorder() : 0);
   if (!ptr.ok()) {

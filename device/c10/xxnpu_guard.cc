@@ -21,8 +21,9 @@ struct XxnpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (old.index() != d.index()) setDevice(d);
     return old;
   }
+  // Every op takes a DeviceGuard: reading the current device must not cost a runtime call.
   c10::Device getDevice() const override {
-    return c10::Device(kXxnpuDeviceType, static_cast<c10::DeviceIndex>(ValueOrThrow(xxnpuGetDevice(), "xxnpu")));
+    return c10::Device(kXxnpuDeviceType, static_cast<c10::DeviceIndex>(xxnpuCurrentDevice()));
   }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.is_privateuseone(), "Expected an xxnpu device, got ", d);
@@ -30,8 +31,7 @@ struct XxnpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     // Every DeviceGuard restores its device on exit, mostly the one already current.
-    auto current = xxnpuGetDevice();
-    if (!current.ok() || *current != d.index()) (void)xxnpuSetDevice(d.index());
+    if (xxnpuCurrentDevice() != d.index()) (void)xxnpuSetDevice(d.index());
   }
 
   c10::Stream getStream(c10::Device d) const override { return GetCurrentXxnpuStream(d.index()).unwrap(); }

@@ -77,7 +77,7 @@ c10::DeviceIndex XxnpuDeviceCount() {
 }
 
 c10::DeviceIndex ResolveDeviceIndex(c10::DeviceIndex device) {
-  if (device == -1) return static_cast<c10::DeviceIndex>(ValueOrThrow(xxnpuGetDevice(), "xxnpu"));
+  if (device == -1) return static_cast<c10::DeviceIndex>(xxnpuCurrentDevice());
   const c10::DeviceIndex count = XxnpuDeviceCount();
   TORCH_CHECK_VALUE(device >= 0 && device < count, "Invalid xxnpu device index ", static_cast<int>(device),
                     ": expected 0 <= index < ", static_cast<int>(count), " (the number of xxnpu devices)");
