@@ -19,6 +19,8 @@ struct RuntimeConfig {
   // How long an idle stream thread spins before sleeping. Waking a sleeping thread costs
   // ~30 us on these VMs (docs/device-runtime.md); a short spin keeps back-to-back
   // launches starting within ~1 us, at the price of at most this much CPU per idle spell.
+  // A host thread waiting for a stream spins as long before it sleeps: woken by the
+  // device thread, it would tend to land on that thread's core.
   int spin_us = 50;
   // While a stream is busy, its thread looks for new commands at most this often (0:
   // whenever it is free). Taking launches a few at a time instead of one by one saves
