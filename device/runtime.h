@@ -21,7 +21,8 @@
 //   XXNPU_COMPUTE_THREADS   compute threads per device (default: hardware threads)
 //   XXNPU_LAUNCH_BLOCKING   1: every enqueue waits for its completion
 //   XXNPU_STRICT_MEMORY     1: host access to device memory faults
-//   XXNPU_SPIN_US           how long an idle stream thread spins before sleeping (default 50)
+//   XXNPU_SPIN_US           how long an idle stream thread, or a host waiting for a stream, spins
+//                           before sleeping (default 50)
 //   XXNPU_FETCH_INTERVAL_NS how often a busy stream thread looks for new commands (default 2000)
 #ifndef TORCH_XXNPU_DEVICE_RUNTIME_H_
 #define TORCH_XXNPU_DEVICE_RUNTIME_H_
@@ -215,6 +216,10 @@ absl::Status xxnpuLaunchKernel(const LaunchConfig& config, KernelBody body, xxnp
 // (capturing owners: tensors, shared_ptrs, strings) take the KernelBody overload above.
 inline constexpr size_t kKernelArgsCapacity = 192;
 using KernelThunk = absl::Status (*)(const void* kernel, BlockRange range);
+// Whether a kernel object of type K can be copied into the launch.
+template <typename K>
+inline constexpr bool kFitsInlineKernel =
+    std::is_trivially_copyable_v<K> && sizeof(K) <= kKernelArgsCapacity && alignof(K) <= 16;
 
 // The type-erased form of the overload below: `kernel` points to `bytes` bytes of a
 // trivially copyable object that `thunk` knows how to run.
@@ -222,8 +227,7 @@ absl::Status xxnpuLaunchKernelInline(const LaunchConfig& config, KernelThunk thu
                                      size_t bytes, xxnpuStream_t stream);
 
 template <typename F>
-  requires(std::is_trivially_copyable_v<std::decay_t<F>> && sizeof(std::decay_t<F>) <= kKernelArgsCapacity &&
-           alignof(std::decay_t<F>) <= 16 && std::is_invocable_r_v<absl::Status, const std::decay_t<F>&, BlockRange>)
+  requires(kFitsInlineKernel<std::decay_t<F>> && std::is_invocable_r_v<absl::Status, const std::decay_t<F>&, BlockRange>)
 absl::Status xxnpuLaunchKernel(const LaunchConfig& config, F&& kernel, xxnpuStream_t stream) {
   using K = std::decay_t<F>;
   constexpr KernelThunk thunk = [](const void* k, BlockRange r) -> absl::Status {

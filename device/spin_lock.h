@@ -23,6 +23,16 @@
 
 namespace xxnpu {
 
+// One step of a busy-wait: tells the CPU the thread is spinning (x86 PAUSE), so a
+// hyper-threaded sibling gets the core's resources; elsewhere, yields.
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 class SpinLock {
  public:
   SpinLock() = default;
@@ -43,7 +53,7 @@ class SpinLock {
     for (int spins = 0;;) {
       while (held_.load(std::memory_order_relaxed)) {
         if (++spins < kSpinsBeforeYield) {
-          Relax();
+          CpuRelax();
         } else {
           std::this_thread::yield();
         }
@@ -51,14 +61,6 @@ class SpinLock {
       if (!held_.exchange(true, std::memory_order_acquire)) return;
     }
   }
-  static void Relax() {
-#if defined(__x86_64__)
-    _mm_pause();
-#else
-    std::this_thread::yield();
-#endif
-  }
-
   static constexpr int kSpinsBeforeYield = 64;
   std::atomic<bool> held_{false};
 };

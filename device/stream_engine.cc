@@ -9,12 +9,6 @@
 #include "device/activity_trace.h"
 #include "device/clock.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define XXNPU_CPU_RELAX() _mm_pause()
-#else
-#define XXNPU_CPU_RELAX() std::this_thread::yield()
-#endif
 
 namespace xxnpu {
 
@@ -203,7 +197,7 @@ void StreamImpl::WaitFor(uint64_t seq) {
     // until the load balancer separates them, milliseconds later. In a small-op loop
     // that synchronizes every few thousand ops it did, one run in a few.
     const int64_t until = NowNs() + int64_t{options.spin_us} * 1000;
-    while (!Reached(seq) && NowNs() < until) XXNPU_CPU_RELAX();
+    while (!Reached(seq) && NowNs() < until) CpuRelax();
     if (!Reached(seq)) {
       std::unique_lock<std::mutex> lock(mu);
       done_cv.wait(lock, [&] { return completed.load() >= seq; });
@@ -277,7 +271,7 @@ uint64_t StreamImpl::AwaitWork(uint64_t done) {
     if (polls % kYieldEvery == 0) {
       std::this_thread::yield();
     } else {
-      XXNPU_CPU_RELAX();
+      CpuRelax();
     }
   }
   // Announce the sleep, then keep polling a while (kDrowsyNs): launches from now on wake
@@ -289,7 +283,7 @@ uint64_t StreamImpl::AwaitWork(uint64_t done) {
       device_state.store(kAwake);
       return avail;
     }
-    XXNPU_CPU_RELAX();
+    CpuRelax();
   }
   std::unique_lock<std::mutex> lock(mu);
   device_state.store(kAsleep);
@@ -337,7 +331,7 @@ void StreamImpl::Loop() {
     // free (see `published`). A synchronizing host does not wait for the interval.
     if (fetch_interval_ns > 0) {
       const int64_t next_fetch = fetched_at + fetch_interval_ns;
-      while (NowNs() < next_fetch && waiters.load(std::memory_order_relaxed) == 0) XXNPU_CPU_RELAX();
+      while (NowNs() < next_fetch && waiters.load(std::memory_order_relaxed) == 0) CpuRelax();
     }
   }
 }

@@ -108,9 +108,9 @@ struct StreamImpl {
   // read miss. Each launch then stalled its host thread for a cross-core round trip, the
   // top cost of a small op's launch (docs/device-runtime.md). So here a launch writes
   // only the slot's lines it needs, which were prefetched for writing one launch ahead;
-  // the producer lock is released by a plain store (SpinLock); and the device thread takes commands
-  // a few at a time (EngineOptions::fetch_interval_ns), so `published` misses once per
-  // batch, not once per launch.
+  // the producer lock is released by a plain store (SpinLock); and the device thread
+  // takes commands a few at a time (EngineOptions::fetch_interval_ns), so `published`
+  // misses once per batch, not once per launch.
   static constexpr uint64_t kRingSlots = 512;
   // What finished commands own (kernel bodies, host functions) is destroyed by a host
   // thread: a launch takes it out of the ring every kReapEvery launches while any is

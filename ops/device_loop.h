@@ -88,8 +88,7 @@ void LaunchTensorIterator(const char* name, const at::TensorIteratorBase& iter, 
   using L = std::decay_t<Loop>;
   d::LaunchSetup setup;
   if (!d::SetUpLaunch(name, iter, cost, &setup)) return;
-  if constexpr (std::is_trivially_copyable_v<L> && sizeof(d::InlineKernel<L>) <= kKernelArgsCapacity &&
-                alignof(d::InlineKernel<L>) <= 16) {
+  if constexpr (kFitsInlineKernel<d::InlineKernel<L>>) {
     d::InlineKernel<L> kernel{{}, loop};
     if (d::FillInlineGeometry(iter, setup.numel, &kernel.g)) {
       CheckOk(xxnpuLaunchKernel(setup.config, kernel, setup.stream), name);
