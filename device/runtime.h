@@ -51,6 +51,10 @@ struct DeviceProperties {
   int stream_priority_high = -1;
   bool strict_memory = false;   // host access to device memory faults
   bool launch_blocking = false;
+  // The architecture version, as CUDA's compute capability: what a kernel library
+  // checks to pick code paths. The simulator is version 1.0; a driver reports its chip's.
+  int major = 1;
+  int minor = 0;
 };
 
 absl::StatusOr<int> xxnpuGetDeviceCount();

@@ -3,9 +3,12 @@
 // PyTorch publishes its autocast policy lists as macros (ATen/autocast_mode.h) so that
 // other backends can reuse them: matmul/conv/linear-like ops run in the autocast dtype
 // (float16 or bfloat16), numerically sensitive ones (softmax, norms, losses, exp/log, ...)
-// in float32, and multi-input ops like addcmul promote to the widest input type. Ops on
-// none of the lists fall through (AutocastPrivateUse1 has a fallthrough fallback in
-// ATen). The Python side (torch.xxnpu.get_amp_supported_dtype, ...) is in
+// in float32, and multi-input ops like addcmul promote to the widest input type. Every
+// other op must fall through to the next key: ATen registers that fallthrough for CUDA's,
+// CPU's, XPU's and MPS's autocast keys but (torch 2.13) not for AutocastPrivateUse1, so
+// without ours any op off the lists (randn, dropout, indexing, ...) fails inside
+// torch.autocast("xxnpu") with "Could not run ... from the 'Autocastxxnpu' backend".
+// The Python side (torch.xxnpu.get_amp_supported_dtype, ...) is in
 // python/torch_xxnpu/xxnpu/__init__.py.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
@@ -27,6 +30,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
   AT_FORALL_PROMOTE(XXNPU_AUTOCAST_PROMOTE)
 }
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 }  // namespace
 }  // namespace at::autocast

@@ -14,7 +14,7 @@
 // float32, float16 and bfloat16; the device kernels accumulate in float32.
 // Index values that live on the device (positions, slot_mapping, block_tables, seq_lens)
 // cannot be checked on the host without a synchronisation: the kernel checks them and
-// fails with kOutOfRange, which surfaces at the next synchronising call as a ValueError
+// fails with kOutOfRange, which surfaces at the next synchronising call as an AcceleratorError
 // naming the kernel and the bad value (as a CUDA device-side assert would, but with a
 // message).
 // paged_attention's dot products go through the BLAS torch links (sgemm_); silu_and_mul

@@ -55,7 +55,7 @@ void EnsureStorageBytes(const at::Tensor& self, size_t bytes) {
 }
 
 const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat> format) {
-  for (int64_t s : size) TORCH_CHECK_VALUE(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  for (int64_t s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
   const c10::DeviceGuard guard(self.device());
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);

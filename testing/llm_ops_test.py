@@ -479,22 +479,23 @@ def test_bad_device_index_values_fail_the_kernel_with_a_message():
     """Values only the device sees (they are on the device): the kernel fails, and the
     error surfaces at the next synchronising call (at the call itself under
     XXNPU_LAUNCH_BLOCKING=1), naming the kernel and the value. The kernels report them as
-    out-of-range (absl kOutOfRange), which torch_xxnpu raises as ValueError."""
+    out-of-range (absl kOutOfRange), which torch_xxnpu raises as torch.AcceleratorError (as CUDA
+    raises a device-side assert)."""
     kc = xla(torch.zeros(4, 2, 2, 8))
-    with pytest.raises(ValueError, match=r"xxnpu::reshape_and_cache: slot_mapping\[1\] = 8 is outside the "
+    with pytest.raises(torch.AcceleratorError, match=r"xxnpu::reshape_and_cache: slot_mapping\[1\] = 8 is outside the "
                                          r"cache's 8 slots"):
         xx.reshape_and_cache(xla(torch.randn(2, 2, 8)), xla(torch.randn(2, 2, 8)), kc, kc.clone(),
                              xla(torch.tensor([1, 8])))
         torch.xxnpu.synchronize()
-    with pytest.raises(ValueError, match=r"block_tables\[1\]\[1\] = 9 is outside the cache's 4 blocks"):
+    with pytest.raises(torch.AcceleratorError, match=r"block_tables\[1\]\[1\] = 9 is outside the cache's 4 blocks"):
         out = xx.paged_attention(xla(torch.randn(2, 2, 8)), kc, kc, xla(torch.tensor([[0, 1], [2, 9]])),
                                  xla(torch.tensor([3, 4])), 1.0)
         out.cpu()
-    with pytest.raises(ValueError, match=r"seq_lens\[0\] = 5 does not fit the block table's 2 blocks of 2 tokens"):
+    with pytest.raises(torch.AcceleratorError, match=r"seq_lens\[0\] = 5 does not fit the block table's 2 blocks of 2 tokens"):
         xx.paged_attention(xla(torch.randn(1, 2, 8)), kc, kc, xla(torch.tensor([[0, 1]])), xla(torch.tensor([5])),
                            1.0)
         torch.xxnpu.synchronize()
-    with pytest.raises(ValueError, match=r"positions\[1\] = 8 is outside the cos_sin_cache's rows \[0, 8\)"):
+    with pytest.raises(torch.AcceleratorError, match=r"positions\[1\] = 8 is outside the cos_sin_cache's rows \[0, 8\)"):
         xx.rotary_embedding(xla(torch.tensor([0, 8])), xla(torch.randn(2, 8)), xla(torch.randn(2, 8)), 8,
                             xla(rope_cache(8, 8)), True)
         torch.xxnpu.synchronize()

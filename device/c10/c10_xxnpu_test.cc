@@ -38,7 +38,7 @@ TEST(GuardTest, DevicesAndDeviceGuard) {
     EXPECT_EQ(*xxnpuGetDevice(), 1);
   }
   EXPECT_EQ(g.getDevice(), kDev0);
-  EXPECT_THROW(g.setDevice(c10::Device(c10::DeviceType::PrivateUse1, 5)), c10::ValueError);
+  EXPECT_THROW(g.setDevice(c10::Device(c10::DeviceType::PrivateUse1, 5)), c10::AcceleratorError);
 }
 
 TEST(StreamTest, DefaultPoolAndCurrentStreams) {

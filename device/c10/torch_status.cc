@@ -10,14 +10,15 @@ void ThrowStatus(const absl::Status& status, const char* context) {
   switch (status.code()) {
     case absl::StatusCode::kResourceExhausted:
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      TORCH_CHECK_VALUE(false, msg);
     case absl::StatusCode::kUnimplemented:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     default:
-      // Kernel failures, destroyed handles, data loss...: RuntimeError, as CUDA's are.
-      TORCH_CHECK(false, msg);
+      // Whatever the driver API refuses or reports (an invalid device index, a bad handle,
+      // a kernel fault, a sticky error) is what CUDA reports through C10_CUDA_CHECK:
+      // c10::AcceleratorError, torch.AcceleratorError in Python (a RuntimeError), carrying
+      // the runtime's error code as CUDA's carries its cudaError_t.
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                  static_cast<int32_t>(status.code()), msg);
   }
 }
 

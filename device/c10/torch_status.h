@@ -1,7 +1,8 @@
-// Turns the runtime's absl::Status results into PyTorch errors at the torch boundary:
-// kResourceExhausted -> c10::OutOfMemoryError (torch.OutOfMemoryError in Python),
-// kInvalidArgument/kOutOfRange -> c10::ValueError (ValueError), anything else ->
-// c10::Error (RuntimeError): the exceptions a torch.cuda user would see.
+// Turns the runtime's absl::Status results into PyTorch errors at the torch boundary, the
+// classes torch.cuda raises for the same faults: kResourceExhausted -> c10::OutOfMemoryError
+// (torch.OutOfMemoryError), kUnimplemented -> c10::NotImplementedError, anything else ->
+// c10::AcceleratorError (torch.AcceleratorError, a RuntimeError; get_error_code() is the
+// absl::StatusCode).
 #ifndef TORCH_XXNPU_DEVICE_C10_TORCH_STATUS_H_
 #define TORCH_XXNPU_DEVICE_C10_TORCH_STATUS_H_
 

@@ -51,6 +51,23 @@ struct XxnpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::DeviceIndex deviceCount() const noexcept override { return XxnpuDeviceCount(); }
 
+  // torch.accelerator.get_device_capability(): the dtypes a tensor can be allocated in and
+  // converted between on this device (ops/copy.cc's conversion kernel covers exactly these).
+  // Not listed: the float8/float4 formats, complex32, the bit and quantized-integer types,
+  // whose element conversions the device does not implement.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    (void)ResolveDeviceIndex(d.index());  // an invalid index fails as everywhere else
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    auto& has = cap.capability_data.supported_scalar_types;
+    has.has_Byte = has.has_Char = has.has_Short = has.has_Int = has.has_Long = 1;
+    has.has_UInt16 = has.has_UInt32 = has.has_UInt64 = 1;
+    has.has_Half = has.has_BFloat16 = has.has_Float = has.has_Double = 1;
+    has.has_ComplexFloat = has.has_ComplexDouble = 1;
+    has.has_Bool = 1;
+    return cap;
+  }
+
   // ---- events: a c10 event holds an xxnpuEvent_t, created at its first record.
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     if (event != nullptr) (void)xxnpuEventDestroy(AsEvent(event));

@@ -48,7 +48,7 @@ struct XxnpuHooks final : public at::PrivateUse1HooksInterface {
 
   at::Device getDeviceFromPtr(void* data) const override {
     const int device = DeviceOfPointer(data);
-    TORCH_CHECK_VALUE(device >= 0, "Pointer ", data, " is not xxnpu device memory");
+    TORCH_CHECK(device >= 0, "Pointer ", data, " is not xxnpu device memory");  // RuntimeError, as CUDA's
     return at::Device(kXxnpuDeviceType, static_cast<c10::DeviceIndex>(device));
   }
 

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "device/c10/torch_status.h"
 
 namespace xxnpu {
@@ -79,8 +80,12 @@ c10::DeviceIndex XxnpuDeviceCount() {
 c10::DeviceIndex ResolveDeviceIndex(c10::DeviceIndex device) {
   if (device == -1) return static_cast<c10::DeviceIndex>(xxnpuCurrentDevice());
   const c10::DeviceIndex count = XxnpuDeviceCount();
-  TORCH_CHECK_VALUE(device >= 0 && device < count, "Invalid xxnpu device index ", static_cast<int>(device),
-                    ": expected 0 <= index < ", static_cast<int>(count), " (the number of xxnpu devices)");
+  // As CUDA's "invalid device ordinal": an AcceleratorError (torch_status.h).
+  if (device < 0 || device >= count) {
+    ThrowStatus(absl::OutOfRangeError(absl::StrCat("Invalid xxnpu device index ", static_cast<int>(device),
+                                                   ": expected 0 <= index < ", static_cast<int>(count),
+                                                   " (the number of xxnpu devices)")));
+  }
   return device;
 }
 

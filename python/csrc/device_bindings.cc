@@ -219,6 +219,8 @@ void InitDeviceBindings(py::module_& m) {
       .def_readonly("max_threads_per_block", &DeviceProperties::max_threads_per_block)
       .def_readonly("strict_memory", &DeviceProperties::strict_memory)
       .def_readonly("launch_blocking", &DeviceProperties::launch_blocking)
+      .def_readonly("major", &DeviceProperties::major)
+      .def_readonly("minor", &DeviceProperties::minor)
       .def("__repr__", [](const DeviceProperties& p) {
         return "_XxnpuDeviceProperties(name='" + p.name + "', total_memory=" + std::to_string(p.total_memory >> 20) +
                "MB, multi_processor_count=" + std::to_string(p.compute_units) + ")";
@@ -262,6 +264,12 @@ void InitDeviceBindings(py::module_& m) {
                      "elapsed_time expects torch.Event objects");
     const c10::Event& a = reinterpret_cast<THPEvent*>(start.ptr())->event;
     const c10::Event& b = reinterpret_cast<THPEvent*>(end.ptr())->event;
+    // torch.cuda.Event raises RuntimeError here; c10::Event (torch.Event's) a ValueError.
+    // xxnpu events follow torch.cuda's, so CUDA code's `except RuntimeError` still works.
+    TORCH_CHECK(a.flag() == c10::EventFlag::BACKEND_DEFAULT && b.flag() == c10::EventFlag::BACKEND_DEFAULT,
+                "Both events must be created with argument 'enable_timing=True'.");
+    TORCH_CHECK(a.was_marked_for_recording() && b.was_marked_for_recording(),
+                "Both events must be recorded before calculating elapsed time.");
     TORCH_CHECK(a.device_index() < 0 || b.device_index() < 0 || a.device_index() == b.device_index(),
                 "elapsed_time: the events are on different devices, ",
                 a.device(), " and ", b.device());

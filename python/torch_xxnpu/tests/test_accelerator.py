@@ -155,3 +155,38 @@ def test_pinned_buffer_reuse_waits_for_pending_copy():
     torch.xxnpu.synchronize()
     assert dst[0].item() == 3.0 and dst[-1].item() == 3.0
     del busy
+
+
+# ---------------------------------------------------------------- capability
+
+# What ops/copy.cc converts between (the capability's contract: allocate and convert).
+_CAPABLE = {
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool,
+}
+
+
+def test_device_capability_lists_the_dtypes_the_device_converts():
+    cap = torch.accelerator.get_device_capability()
+    assert cap == torch.accelerator.get_device_capability("xxnpu:1")
+    assert set(cap["supported_dtypes"]) == _CAPABLE
+    src = torch.arange(6).reshape(2, 3)
+    for dt in cap["supported_dtypes"]:
+        x = src.to(dt).to("xxnpu")  # allocate + host-to-device
+        for other in (torch.float32, torch.int64, dt):
+            got = x.to(other)  # conversion on the device
+            assert got.device.type == "xxnpu" and got.dtype == other
+            assert torch.equal(got.cpu(), src.to(dt).to(other)), (dt, other)
+    assert torch.xxnpu.get_device_capability() == (1, 0)
+    assert torch.xxnpu.get_device_capability(1) == (
+        torch.xxnpu.get_device_properties(1).major,
+        torch.xxnpu.get_device_properties(1).minor,
+    )
+
+
+def test_device_capability_of_a_bad_index_fails_as_other_device_calls():
+    get_uncached = torch.accelerator.get_device_capability.__wrapped__  # the function is @cache'd
+    with pytest.raises(torch.AcceleratorError, match="Invalid xxnpu device index 7"):
+        get_uncached(7)
+    with pytest.raises(AssertionError, match="Invalid device id 7"):  # as torch.cuda's
+        torch.xxnpu.get_device_capability(7)

@@ -265,9 +265,10 @@ def test_event_timing_errors():
     a.record()
     untimed.record()
     torch.xxnpu.synchronize()
-    with pytest.raises(ValueError, match="enable_timing=True"):
+    # RuntimeError as torch.cuda's (here its AcceleratorError subclass: the runtime refuses).
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
         a.elapsed_time(untimed)
-    with pytest.raises(ValueError, match="must be recorded"):
+    with pytest.raises(RuntimeError, match="must be recorded"):
         a.elapsed_time(torch.xxnpu.Event(enable_timing=True))
     with pytest.raises(TypeError, match="torch.Event"):
         a.elapsed_time(object())
@@ -379,3 +380,34 @@ def test_module_on_second_device():
     assert {p.device for p in m.parameters()} == {torch.device("xxnpu", 1)}
     back = {k: v.cpu() for k, v in m.state_dict().items()}
     assert all(torch.equal(ref[k], back[k]) for k in ref)
+
+
+# ---------------------------------------------------------------- shallow copies
+
+
+def test_data_assignment_between_cpu_and_xxnpu_as_with_cuda():
+    """`t.data = other` across devices (what optimizers' state swaps and older .to() code
+    do) works with CUDA tensors; xxnpu dense tensors are shallow-copy compatible the same way."""
+    x = torch.arange(6.0, device="xxnpu").reshape(2, 3)
+    c = torch.zeros(4)
+    assert torch._has_compatible_shallow_copy_type(c, x)
+    assert torch._has_compatible_shallow_copy_type(x, c)
+    assert torch._has_compatible_shallow_copy_type(x, torch.ones(1, device="xxnpu:1"))
+    c.data = x
+    assert c.device == x.device and c.shape == (2, 3)
+    assert c.data_ptr() == x.data_ptr()  # a shallow copy: the same storage
+    x.add_(1)
+    assert torch.equal(c.cpu(), torch.arange(1.0, 7.0).reshape(2, 3))
+
+    p = torch.nn.Parameter(torch.randn(3, device="xxnpu"))
+    p.data = torch.ones(3)  # back to the CPU, keeping the Parameter object
+    assert isinstance(p, torch.nn.Parameter)
+    assert p.device.type == "cpu" and torch.equal(p.detach(), torch.ones(3))
+
+
+def test_sparse_and_dense_stay_incompatible():
+    x = torch.ones(2, device="xxnpu")
+    s = torch.ones(2, 2).to_sparse()
+    assert not torch._has_compatible_shallow_copy_type(x, s)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        x.data = s

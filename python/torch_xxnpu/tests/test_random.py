@@ -122,9 +122,9 @@ def test_explicit_generator_and_fork_rng():
 
 
 def test_bad_devices_for_rng_state():
-    with pytest.raises(ValueError, match="Invalid xxnpu device index 5"):
+    with pytest.raises(torch.AcceleratorError, match="Invalid xxnpu device index 5"):
         torch.xxnpu.get_rng_state(5)
-    with pytest.raises(ValueError, match="Invalid xxnpu device index 2"):
+    with pytest.raises(torch.AcceleratorError, match="Invalid xxnpu device index 2"):
         torch.xxnpu.set_rng_state(torch.xxnpu.get_rng_state(), "xxnpu:2")
 
 

@@ -163,7 +163,9 @@ def get_device_properties(device: _device_t = None):
 
 
 def get_device_capability(device: _device_t = None) -> Tuple[int, int]:
-    return (1, 0)
+    """(major, minor) architecture version of the device, as torch.cuda's."""
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 def get_amp_supported_dtype() -> List[torch.dtype]:

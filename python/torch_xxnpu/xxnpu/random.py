@@ -59,7 +59,8 @@ def _device_of(device: Union[int, str, torch.device]) -> torch.device:
     if not isinstance(device, torch.device) or device.type != "xxnpu":
         raise ValueError(f"Expected an xxnpu device, but got: {device}")
     if device.index is not None and not 0 <= device.index < _xxnpu.device_count():
-        raise ValueError(
+        # The class the C++ side (and torch.cuda's "invalid device ordinal") raises.
+        raise torch.AcceleratorError(
             f"Invalid xxnpu device index {device.index}: expected 0 <= index < {_xxnpu.device_count()}"
         )
     return device
