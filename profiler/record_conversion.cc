@@ -134,235 +134,302 @@ void AddBandwidth(GenericTraceActivity& a, const char* key, int64_t bytes, int64
   if (bytes > 0 && dur_ns > 0) a.addMetadata(key, Round3(static_cast<double>(bytes) / static_cast<double>(dur_ns)));
 }
 
-}  // namespace
+// Spans of device work grouped by a key (a range and the stream it ran on): the first
+// start and the last end of the activities added under the key.
+template <typename Key>
+class SpanMap {
+ public:
+  void Extend(const Key& key, int64_t start, int64_t end) {
+    auto [it, inserted] = spans_.try_emplace(key, start, end);
+    if (!inserted) {
+      it->second.first = std::min(it->second.first, start);
+      it->second.second = std::max(it->second.second, end);
+    }
+  }
+  auto begin() const { return spans_.begin(); }
+  auto end() const { return spans_.end(); }
 
-ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, const ConversionOptions& options,
-                                const LinkedActivityFn& linked, libkineto::CpuTraceBuffer* buffer) {
-  ConversionResult result;
-  auto link = [&](uint64_t external_id) -> const libkineto::ITraceActivity* {
-    const int32_t id = OpId(external_id);
-    return (id != 0 && linked) ? linked(id) : nullptr;
-  };
+ private:
+  std::map<Key, std::pair<int64_t, int64_t>> spans_;
+};
 
-  // Pass 1: which runtime calls and which device activities survive the window, so that a
-  // flow arrow is drawn only when both of its ends are in the trace.
-  std::unordered_set<uint64_t> launches;  // correlation ids of emitted runtime calls
-  std::unordered_set<uint64_t> device_ops;  // correlation ids of emitted device activities
-  for (const ActivityRecord& r : records) {
-    if (r.correlation_id == 0 || !Wanted(r, options) || !InWindow(r, options)) continue;
-    if (r.kind == ActivityKind::kRuntime) launches.insert(r.correlation_id);
-    if (IsDeviceWork(r.kind)) device_ops.insert(r.correlation_id);
+// One conversion: a handler per record kind, each appending the activity for its record,
+// then the GPU user-annotation spans collected along the way. Kineto's own device plugins
+// have the same shape (one handler per CUPTI/roctracer record kind).
+class RecordConverter {
+ public:
+  RecordConverter(const ConversionOptions& options, const LinkedActivityFn& linked,
+                  libkineto::CpuTraceBuffer* buffer)
+      : options_(options), linked_(linked), buffer_(buffer),
+        project_markers_(options.markers && options.user_annotations) {}
+
+  ConversionResult Run(const std::vector<ActivityRecord>& records) {
+    IndexFlowEnds(records);
+    for (const ActivityRecord& r : records) Convert(r);
+    EmitRecordFunctionAnnotations();
+    EmitMarkerAnnotations(records);
+    return result_;
   }
 
-  // GPU user annotations: (user id, device, stream) -> [first start, last end].
-  std::map<std::tuple<uint64_t, int32_t, int32_t>, std::pair<int64_t, int64_t>> user_spans;
-  // The latest runtime event of each host thread, for runtime memory records.
-  std::unordered_map<int32_t, GenericTraceActivity*> last_runtime;
-
-  auto emit = [&](ActivityType type, const std::string& name) -> GenericTraceActivity& {
-    buffer->emplace_activity(buffer->span, type, name);
-    ++result.activities;
-    return *buffer->activities.back();
-  };
-
-  // Marker ranges per host thread (for their device projection) and where each launch
-  // was made: runtime correlation id -> (host thread, time of the call).
-  std::vector<const char*> marker_ranges;  // names of the projected ranges
-  std::unordered_map<int32_t, ThreadRanges> ranges_by_thread;
-  std::unordered_map<uint64_t, std::pair<int32_t, int64_t>> launch_site;
-  const bool project_markers = options.markers && options.user_annotations;
-
-  for (const ActivityRecord& r : records) {
-    if (project_markers && r.kind == ActivityKind::kRuntime && r.correlation_id != 0) {
-      launch_site.emplace(r.correlation_id, std::make_pair(r.thread_id, r.start_ns));
+ private:
+  // Which runtime calls and device activities survive the window, so that a flow arrow
+  // is drawn only when both of its ends are in the trace.
+  void IndexFlowEnds(const std::vector<ActivityRecord>& records) {
+    for (const ActivityRecord& r : records) {
+      if (r.correlation_id == 0 || !Wanted(r, options_) || !InWindow(r, options_)) continue;
+      if (r.kind == ActivityKind::kRuntime) launches_.insert(r.correlation_id);
+      if (IsDeviceWork(r.kind)) device_ops_.insert(r.correlation_id);
     }
-    if (!Wanted(r, options)) continue;
+  }
+
+  void Convert(const ActivityRecord& r) {
+    if (project_markers_ && r.kind == ActivityKind::kRuntime && r.correlation_id != 0) {
+      launch_site_.emplace(r.correlation_id, std::make_pair(r.thread_id, r.start_ns));
+    }
+    if (!Wanted(r, options_)) return;
     if (r.kind == ActivityKind::kMarker) {
-      if (!MarkerInWindow(r, options)) {
-        ++result.out_of_window;
-        continue;
-      }
-      // Not USER_ANNOTATION / CPU_INSTANT_EVENT: torch's post-processing takes activities
-      // of those types for its own, warns that it does not know them and leaves them out of
-      // the table. A host-side PrivateUse1 type makes a CPU row that nests like a
-      // record_function range (and an "X" event on the thread's row in the trace).
-      const bool range = r.subkind == kMarkerRange;
-      GenericTraceActivity& a = emit(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r));
-      a.startTime = std::max(r.start_ns, options.window_start_ns);
-      a.endTime = range ? r.end_ns : a.startTime;
-      a.device = options.host_pid;
-      a.resource = r.thread_id;
-      a.threadId = r.thread_id;
-      a.addMetadataQuoted("marker", range ? "range" : "mark");
-      if (r.device >= 0) a.addMetadata("device", r.device);
-      ++result.markers;
-      if (range && project_markers) {
-        ranges_by_thread[r.thread_id].Add(a.startTime, a.endTime, marker_ranges.size());
-        marker_ranges.push_back(NameOf(r));
-      }
-      continue;
+      OnMarker(r);  // its own window rule
+      return;
     }
-    if (!InWindow(r, options)) {
-      ++result.out_of_window;
-      continue;
+    if (!InWindow(r, options_)) {
+      ++result_.out_of_window;
+      return;
     }
-    if (r.kind == ActivityKind::kMemory) {
-      // Runtime segments annotate the xxnpuMalloc/xxnpuFree call around them.
-      // Caching-allocator blocks (ActivityKind::kCachingAllocator, which the plugin does not
-      // enable) reach torch through c10::reportMemoryUsageToProfiler, as [memory] events.
-      if (r.subkind != 0) continue;
-      auto it = last_runtime.find(r.thread_id);
-      if (it == last_runtime.end()) continue;
-      GenericTraceActivity& call = *it->second;
-      if (r.start_ns < call.startTime || r.start_ns > call.endTime) continue;
-      call.addMetadata("bytes", r.bytes);
-      call.addMetadataQuoted("address", Hex(r.address));
-      call.addMetadata("total reserved", r.total_reserved);
-      continue;
-    }
-
-    const bool device_side = IsDeviceWork(r.kind) || IsDeviceWait(r);
-    ActivityType type = ActivityType::PRIVATEUSE1_RUNTIME;
-    std::string name = NameOf(r);
     switch (r.kind) {
-      case ActivityKind::kKernel: type = ActivityType::CONCURRENT_KERNEL; break;
-      case ActivityKind::kMemcpy: type = ActivityType::GPU_MEMCPY; break;
-      case ActivityKind::kMemset: type = ActivityType::GPU_MEMSET; break;
-      case ActivityKind::kSynchronization:
-        if (IsDeviceWait(r)) {
-          type = ActivityType::CUDA_SYNC;
-        } else {
-          name += " (wait)";
-        }
-        break;
+      case ActivityKind::kKernel:
+      case ActivityKind::kMemcpy:
+      case ActivityKind::kMemset: OnDeviceWork(r); break;
+      case ActivityKind::kRuntime: OnRuntimeCall(r); break;
+      case ActivityKind::kSynchronization: OnSynchronization(r); break;
+      case ActivityKind::kMemory: OnRuntimeMemory(r); break;
       default: break;
     }
+  }
 
-    GenericTraceActivity& a = emit(type, name);
+  // Not USER_ANNOTATION / CPU_INSTANT_EVENT: torch's post-processing takes activities of
+  // those types for its own, warns that it does not know them and leaves them out of the
+  // table. A host-side PrivateUse1 type makes a CPU row that nests like a record_function
+  // range (and an "X" event on the thread's row in the trace).
+  void OnMarker(const ActivityRecord& r) {
+    if (!MarkerInWindow(r, options_)) {
+      ++result_.out_of_window;
+      return;
+    }
+    const bool range = r.subkind == kMarkerRange;
+    GenericTraceActivity& a = Emit(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r));
+    a.startTime = std::max(r.start_ns, options_.window_start_ns);
+    a.endTime = range ? r.end_ns : a.startTime;
+    PlaceOnHostRow(a, r);
+    a.addMetadataQuoted("marker", range ? "range" : "mark");
+    if (r.device >= 0) a.addMetadata("device", r.device);
+    ++result_.markers;
+    if (range && project_markers_) {
+      ranges_by_thread_[r.thread_id].Add(a.startTime, a.endTime, marker_ranges_.size());
+      marker_ranges_.push_back(NameOf(r));
+    }
+  }
+
+  // Kernels, copies and fills: on the device row, linked to their op, with their size
+  // and bandwidth, and the end of their launch's flow arrow.
+  void OnDeviceWork(const ActivityRecord& r) {
+    const ActivityType type = r.kind == ActivityKind::kKernel   ? ActivityType::CONCURRENT_KERNEL
+                              : r.kind == ActivityKind::kMemcpy ? ActivityType::GPU_MEMCPY
+                                                                : ActivityType::GPU_MEMSET;
+    GenericTraceActivity& a = EmitTimed(type, NameOf(r), r);
+    PlaceOnDeviceRow(a, r);
+    LinkToOp(a, r);
+    if (a.linked == nullptr) ++result_.device_unlinked;
+    AddIds(a, r);
+    const int64_t dur = r.end_ns - r.start_ns;
+    if (r.kind == ActivityKind::kKernel) {
+      a.addMetadata("grid", Dim3Json(r.grid));
+      a.addMetadata("block", Dim3Json(r.block));
+      a.addMetadata("bytes", r.bytes);
+      a.addMetadata("flops", r.flops);
+      AddBandwidth(a, "achieved GB/s", r.bytes, dur);
+      if (r.flops > 0 && dur > 0) {
+        a.addMetadata("achieved GFLOP/s", Round3(static_cast<double>(r.flops) / static_cast<double>(dur)));
+      }
+    } else {
+      a.addMetadata("bytes", r.bytes);
+      AddBandwidth(a, "memory bandwidth (GB/s)", r.bytes, dur);
+    }
+    const uint32_t flow_id = FlowId(r.correlation_id);
+    if (flow_id != 0 && launches_.count(r.correlation_id) != 0) {
+      SetFlow(a, flow_id, /*start=*/false);
+      ++result_.flows;
+    }
+    if (options_.user_annotations && r.external_id[kUserIds] != 0) {
+      user_spans_.Extend({r.external_id[kUserIds], r.device, r.stream}, r.start_ns, r.end_ns);
+    }
+  }
+
+  // A runtime call on its host thread, linked to its op; the start of a flow arrow when
+  // the device work it launched is in the trace.
+  void OnRuntimeCall(const ActivityRecord& r) {
+    GenericTraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r), r);
+    PlaceOnHostRow(a, r);
+    LinkToOp(a, r);
+    AddIds(a, r);
+    const uint32_t flow_id = FlowId(r.correlation_id);
+    if (flow_id != 0 && device_ops_.count(r.correlation_id) != 0) SetFlow(a, flow_id, /*start=*/true);
+    last_runtime_[r.thread_id] = &a;
+  }
+
+  // A host blocked on the device ("<api> (wait)" on its thread, linked to its op), or a
+  // stream held until an event completes (CUDA_SYNC on the device row: not the op's work).
+  void OnSynchronization(const ActivityRecord& r) {
+    if (IsDeviceWait(r)) {
+      GenericTraceActivity& a = EmitTimed(ActivityType::CUDA_SYNC, NameOf(r), r);
+      PlaceOnDeviceRow(a, r);
+      AddIds(a, r);
+      a.addMetadataQuoted("wait", SyncKindName(r.subkind));
+      return;
+    }
+    GenericTraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, std::string(NameOf(r)) + " (wait)", r);
+    PlaceOnHostRow(a, r);
+    LinkToOp(a, r);
+    AddIds(a, r);
+    a.addMetadataQuoted("wait", SyncKindName(r.subkind));
+  }
+
+  // Runtime segments annotate the xxnpuMalloc/xxnpuFree call around them. Caching-
+  // allocator blocks (ActivityKind::kCachingAllocator, which the plugin does not enable)
+  // reach torch through c10::reportMemoryUsageToProfiler, as [memory] events.
+  void OnRuntimeMemory(const ActivityRecord& r) {
+    if (r.subkind != 0) return;
+    auto it = last_runtime_.find(r.thread_id);
+    if (it == last_runtime_.end()) return;
+    GenericTraceActivity& call = *it->second;
+    if (r.start_ns < call.startTime || r.start_ns > call.endTime) return;
+    call.addMetadata("bytes", r.bytes);
+    call.addMetadataQuoted("address", Hex(r.address));
+    call.addMetadata("total reserved", r.total_reserved);
+  }
+
+  // record_function ranges projected onto each stream they launched work on (what
+  // CUPTI's GPU user annotations show): named after the range, id = its correlation id.
+  void EmitRecordFunctionAnnotations() {
+    for (const auto& [key, span] : user_spans_) {
+      const auto& [user_id, device, stream] = key;
+      const libkineto::ITraceActivity* range = Linked(user_id);
+      if (range == nullptr) continue;
+      GenericTraceActivity& a = EmitAnnotation(range->name(), device, stream, span);
+      a.id = OpId(user_id);
+    }
+  }
+
+  // Marker ranges projected onto the streams that ran the device work launched inside
+  // them (on the range's thread).
+  void EmitMarkerAnnotations(const std::vector<ActivityRecord>& records) {
+    if (marker_ranges_.empty()) return;
+    for (auto& [thread, ranges] : ranges_by_thread_) ranges.Finish();
+    SpanMap<std::tuple<size_t, int32_t, int32_t>> marker_spans;  // (marker, device, stream)
+    for (const ActivityRecord& r : records) {
+      if (!IsDeviceWork(r.kind) || !Wanted(r, options_) || !InWindow(r, options_)) continue;
+      auto site = launch_site_.find(r.correlation_id);
+      if (site == launch_site_.end()) continue;
+      auto thread = ranges_by_thread_.find(site->second.first);
+      if (thread == ranges_by_thread_.end()) continue;
+      thread->second.ForEachEnclosing(site->second.second, [&](size_t marker) {
+        marker_spans.Extend({marker, r.device, r.stream}, r.start_ns, r.end_ns);
+      });
+    }
+    for (const auto& [key, span] : marker_spans) {
+      const auto& [marker, device, stream] = key;
+      GenericTraceActivity& a = EmitAnnotation(marker_ranges_[marker], device, stream, span);
+      a.addMetadataQuoted("marker", "range");
+    }
+  }
+
+  // ---- building blocks
+
+  GenericTraceActivity& Emit(ActivityType type, const std::string& name) {
+    buffer_->emplace_activity(buffer_->span, type, name);
+    ++result_.activities;
+    return *buffer_->activities.back();
+  }
+
+  GenericTraceActivity& EmitTimed(ActivityType type, const std::string& name, const ActivityRecord& r) {
+    GenericTraceActivity& a = Emit(type, name);
     a.startTime = r.start_ns;
     a.endTime = r.end_ns;
-    if (device_side) {
-      a.device = r.device;
-      a.resource = r.stream;
-      a.threadId = r.stream;
-      result.devices.insert(r.device);
-      result.streams.emplace(r.device, r.stream);
-    } else {
-      a.device = options.host_pid;
-      a.resource = r.thread_id;
-      a.threadId = r.thread_id;
-    }
-
-    // Link to the ATen op (device wait: left unlinked, it is not the op's work).
-    if (!IsDeviceWait(r)) {
-      a.id = OpId(r.external_id[kDefaultIds]);
-      a.linked = link(r.external_id[kDefaultIds]);
-      if (IsDeviceWork(r.kind) && a.linked == nullptr) ++result.device_unlinked;
-    }
-
-    if (r.device >= 0) a.addMetadata("device", r.device);
-    if (r.stream >= 0) a.addMetadata("stream", r.stream);
-    if (r.correlation_id != 0) a.addMetadata("correlation", r.correlation_id);
-
-    switch (r.kind) {
-      case ActivityKind::kKernel: {
-        a.addMetadata("grid", Dim3Json(r.grid));
-        a.addMetadata("block", Dim3Json(r.block));
-        a.addMetadata("bytes", r.bytes);
-        a.addMetadata("flops", r.flops);
-        const int64_t dur = r.end_ns - r.start_ns;
-        AddBandwidth(a, "achieved GB/s", r.bytes, dur);
-        if (r.flops > 0 && dur > 0) {
-          a.addMetadata("achieved GFLOP/s", Round3(static_cast<double>(r.flops) / static_cast<double>(dur)));
-        }
-        break;
-      }
-      case ActivityKind::kMemcpy:
-      case ActivityKind::kMemset:
-        a.addMetadata("bytes", r.bytes);
-        AddBandwidth(a, "memory bandwidth (GB/s)", r.bytes, r.end_ns - r.start_ns);
-        break;
-      case ActivityKind::kSynchronization:
-        a.addMetadataQuoted("wait", SyncKindName(r.subkind));
-        break;
-      default: break;
-    }
-
-    // ac2g arrow: starts on the launch (runtime call), ends on the device activity.
-    const uint32_t flow_id = FlowId(r.correlation_id);
-    if (flow_id != 0) {
-      if (r.kind == ActivityKind::kRuntime && device_ops.count(r.correlation_id) != 0) {
-        a.flow.id = flow_id;
-        a.flow.type = libkineto::kLinkAsyncCpuGpu;
-        a.flow.start = 1;
-      } else if (IsDeviceWork(r.kind) && launches.count(r.correlation_id) != 0) {
-        a.flow.id = flow_id;
-        a.flow.type = libkineto::kLinkAsyncCpuGpu;
-        a.flow.start = 0;
-        ++result.flows;
-      }
-    }
-
-    if (r.kind == ActivityKind::kRuntime) last_runtime[r.thread_id] = &a;
-    if (options.user_annotations && IsDeviceWork(r.kind) && r.external_id[kUserIds] != 0) {
-      auto [it, inserted] = user_spans.try_emplace({r.external_id[kUserIds], r.device, r.stream}, r.start_ns, r.end_ns);
-      if (!inserted) {
-        it->second.first = std::min(it->second.first, r.start_ns);
-        it->second.second = std::max(it->second.second, r.end_ns);
-      }
-    }
+    return a;
   }
 
-  // record_function ranges projected onto each stream they launched work on (what CUPTI's
-  // GPU user annotations show): named after the range, id = its correlation id.
-  for (const auto& [key, span] : user_spans) {
-    const auto& [user_id, device, stream] = key;
-    const libkineto::ITraceActivity* range = link(user_id);
-    if (range == nullptr) continue;
-    GenericTraceActivity& a = emit(ActivityType::GPU_USER_ANNOTATION, range->name());
+  GenericTraceActivity& EmitAnnotation(const std::string& name, int32_t device, int32_t stream,
+                                       const std::pair<int64_t, int64_t>& span) {
+    GenericTraceActivity& a = Emit(ActivityType::GPU_USER_ANNOTATION, name);
     a.startTime = span.first;
     a.endTime = span.second;
-    a.id = OpId(user_id);
     a.device = device;
     a.resource = stream;
     a.threadId = stream;
     a.addMetadata("device", device);
     a.addMetadata("stream", stream);
+    return a;
   }
 
-  // Marker ranges projected onto the streams that ran the device work launched inside
-  // them (on the range's thread): (marker, device, stream) -> [first start, last end].
-  if (!marker_ranges.empty()) {
-    for (auto& [thread, ranges] : ranges_by_thread) ranges.Finish();
-    std::map<std::tuple<size_t, int32_t, int32_t>, std::pair<int64_t, int64_t>> marker_spans;
-    for (const ActivityRecord& r : records) {
-      if (!IsDeviceWork(r.kind) || !Wanted(r, options) || !InWindow(r, options)) continue;
-      auto site = launch_site.find(r.correlation_id);
-      if (site == launch_site.end()) continue;
-      auto thread = ranges_by_thread.find(site->second.first);
-      if (thread == ranges_by_thread.end()) continue;
-      thread->second.ForEachEnclosing(site->second.second, [&](size_t marker) {
-        auto [it, inserted] = marker_spans.try_emplace({marker, r.device, r.stream}, r.start_ns, r.end_ns);
-        if (!inserted) {
-          it->second.first = std::min(it->second.first, r.start_ns);
-          it->second.second = std::max(it->second.second, r.end_ns);
-        }
-      });
-    }
-    for (const auto& [key, span] : marker_spans) {
-      const auto& [marker, device, stream] = key;
-      GenericTraceActivity& a = emit(ActivityType::GPU_USER_ANNOTATION, marker_ranges[marker]);
-      a.startTime = span.first;
-      a.endTime = span.second;
-      a.device = device;
-      a.resource = stream;
-      a.threadId = stream;
-      a.addMetadata("device", device);
-      a.addMetadata("stream", stream);
-      a.addMetadataQuoted("marker", "range");
-    }
+  void PlaceOnDeviceRow(GenericTraceActivity& a, const ActivityRecord& r) {
+    a.device = r.device;
+    a.resource = r.stream;
+    a.threadId = r.stream;
+    result_.devices.insert(r.device);
+    result_.streams.emplace(r.device, r.stream);
   }
-  return result;
+
+  void PlaceOnHostRow(GenericTraceActivity& a, const ActivityRecord& r) const {
+    a.device = options_.host_pid;
+    a.resource = r.thread_id;
+    a.threadId = r.thread_id;
+  }
+
+  const libkineto::ITraceActivity* Linked(uint64_t external_id) const {
+    const int32_t id = OpId(external_id);
+    return (id != 0 && linked_) ? linked_(id) : nullptr;
+  }
+
+  void LinkToOp(GenericTraceActivity& a, const ActivityRecord& r) const {
+    a.id = OpId(r.external_id[kDefaultIds]);
+    a.linked = Linked(r.external_id[kDefaultIds]);
+  }
+
+  static void AddIds(GenericTraceActivity& a, const ActivityRecord& r) {
+    if (r.device >= 0) a.addMetadata("device", r.device);
+    if (r.stream >= 0) a.addMetadata("stream", r.stream);
+    if (r.correlation_id != 0) a.addMetadata("correlation", r.correlation_id);
+  }
+
+  // ac2g arrow: starts on the launch (runtime call), ends on the device activity.
+  static void SetFlow(GenericTraceActivity& a, uint32_t id, bool start) {
+    a.flow.id = id;
+    a.flow.type = libkineto::kLinkAsyncCpuGpu;
+    a.flow.start = start ? 1 : 0;
+  }
+
+  const ConversionOptions& options_;
+  const LinkedActivityFn& linked_;
+  libkineto::CpuTraceBuffer* buffer_;
+  const bool project_markers_;
+  ConversionResult result_;
+
+  std::unordered_set<uint64_t> launches_;    // correlation ids of emitted runtime calls
+  std::unordered_set<uint64_t> device_ops_;  // correlation ids of emitted device activities
+  // The latest runtime event of each host thread, for runtime memory records.
+  std::unordered_map<int32_t, GenericTraceActivity*> last_runtime_;
+  SpanMap<std::tuple<uint64_t, int32_t, int32_t>> user_spans_;  // (user id, device, stream)
+  // Marker ranges per host thread (for their device projection) and where each launch
+  // was made: runtime correlation id -> (host thread, time of the call).
+  std::vector<const char*> marker_ranges_;  // names of the projected ranges
+  std::unordered_map<int32_t, ThreadRanges> ranges_by_thread_;
+  std::unordered_map<uint64_t, std::pair<int32_t, int64_t>> launch_site_;
+};
+
+}  // namespace
+
+ConversionResult ConvertRecords(const std::vector<ActivityRecord>& records, const ConversionOptions& options,
+                                const LinkedActivityFn& linked, libkineto::CpuTraceBuffer* buffer) {
+  return RecordConverter(options, linked, buffer).Run(records);
 }
 
 }  // namespace xxnpu::profiler
