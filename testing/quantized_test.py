@@ -155,7 +155,8 @@ def test_empty_factories():
                                                   device="xxnpu")
     assert p.device.type == "xxnpu" and p.q_per_channel_axis() == 0
     assert p.q_per_channel_scales().device.type == "xxnpu"
-    q = torch.empty_quantized((5,), e)
+    # The Python binding fills `device` with the default device, on CUDA too: name it.
+    q = torch.empty_quantized((5,), e, device="xxnpu")
     assert q.device.type == "xxnpu" and q.q_scale() == 0.2 and q.dtype == torch.quint8
     assert torch.empty_like(e).is_quantized
     if torch.xxnpu.device_count() > 1:
@@ -240,14 +241,14 @@ def test_fake_quantize_learnable():
     g = torch.randn(6, 4)
     outs = {}
     for dev in ("cpu", "xxnpu"):
-        xv = x.to(dev).requires_grad_()
+        xv = x.to(dev, copy=True).requires_grad_()
         s = torch.tensor([0.1], device=dev, requires_grad=True)
         z = torch.tensor([2.0], device=dev, requires_grad=True)
         y = torch._fake_quantize_learnable_per_tensor_affine(xv, s, z, -8, 7, 1.0)
         y.backward(g.to(dev))
         sc = torch.tensor([0.1, 0.2, 0.05, 0.3], device=dev, requires_grad=True)
         zc = torch.tensor([0.0, 1.0, -1.0, 2.0], device=dev, requires_grad=True)
-        xc = x.to(dev).requires_grad_()
+        xc = x.to(dev, copy=True).requires_grad_()
         yc = torch._fake_quantize_learnable_per_channel_affine(xc, sc, zc, 1, -8, 7, 1.0)
         yc.backward(g.to(dev))
         outs[dev] = [t.detach().cpu() for t in (y, xv.grad, s.grad, z.grad, yc, xc.grad, sc.grad, zc.grad)]
