@@ -8,7 +8,7 @@
 // QuantizedCUDA / CUDA, and the arithmetic reaches the device through ATen's
 // DispatchStubs (quantize_tensor_per_*_stub, fake_quant_*_stub), whose PrivateUse1 slots
 // we fill with device kernels. The rounding is the CPU's, bit for bit:
-// q = clamp(zero_point + nearbyint(x * (1.0f / float(scale))), qmin, qmax).
+// q = clamp(nearbyint(x * (1.0f / float(scale)) + zero_point), qmin, qmax), see QuantizeValue.
 // Where CUDA has its own kernel (int_repr, _make_per_*_quantized_tensor) or where
 // ATen's copy_ hands PrivateUse1 copies to _copy_from before its quantized handling,
 // the function is ours. quint4x2 is not supported, as on CUDA (no sub-byte stub).
@@ -70,19 +70,32 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Element helpers, run on the device.
 
-// The CPU's affine quantization (fbgemm's non-legacy Quantize): round x * inv_scale to
-// nearest-even, add the zero point as an integer, saturate. A NaN or an out-of-range
-// product saturates instead of hitting an undefined float->int conversion.
+// The rounding of the CPU backend of torch 2.13, measured against it (the per-tensor
+// 8-bit path is fbgemm's AVX2 loop, which fuses x * inv_scale + zero_point in one FMA;
+// qint32 and every per-channel quantization use the scalar form, which rounds the product
+// to float first); both round half to even. A NaN maps to qmin, as the AVX2 path's
+// float->int conversion does; anything beyond the range saturates.
+template <typename T>
+T Saturate(float r) {
+  constexpr double kMin = std::numeric_limits<T>::min();
+  constexpr double kMax = std::numeric_limits<T>::max();
+  if (!(r >= kMin)) return std::numeric_limits<T>::min();
+  if (r > kMax) return std::numeric_limits<T>::max();
+  return static_cast<T>(static_cast<int64_t>(r));
+}
+
+// zero_point + x * inv_scale, the product rounded to float first, then to nearest-even.
 template <typename T>
 T QuantizeValue(float x, float inv_scale, int64_t zero_point) {
-  constexpr int64_t kMin = std::numeric_limits<T>::min();
-  constexpr int64_t kMax = std::numeric_limits<T>::max();
-  const float r = std::nearbyint(x * inv_scale);
-  constexpr float kLimit = 4.0e18f;
-  const int64_t q = !(r > -kLimit) ? -static_cast<int64_t>(kLimit) : (r > kLimit ? static_cast<int64_t>(kLimit)
-                                                                                  : static_cast<int64_t>(r));
-  const int64_t v = q + zero_point;
-  return static_cast<T>(v < kMin ? kMin : (v > kMax ? kMax : v));
+  const float product = x * inv_scale;
+  return Saturate<T>(std::nearbyint(static_cast<float>(zero_point) + product));
+}
+
+// The same with one rounding (an FMA: glibc's fmaf is the FMA instruction where the host
+// has one).
+template <typename T>
+T QuantizeValueFused(float x, float inv_scale, int64_t zero_point) {
+  return Saturate<T>(std::nearbyint(std::fmaf(x, inv_scale, static_cast<float>(zero_point))));
 }
 
 // Calls f(p) for every element of a TensorIterator 2-D loop, p[k] pointing at operand k.
@@ -172,7 +185,8 @@ void QuantizePerTensor(const at::Tensor& rtensor, at::Tensor& qtensor, double sc
     LaunchTensorIterator("xxnpu::quantize_per_tensor", iter,
                          [inv_scale, zero_point](char** d, const int64_t* s, int64_t n0, int64_t n1) {
       ForEachElement<2>(d, s, n0, n1, [&](char** p) {
-        At<T>(p[0]) = QuantizeValue<T>(At<const float>(p[1]), inv_scale, zero_point);
+        At<T>(p[0]) = sizeof(T) == 1 ? QuantizeValueFused<T>(At<const float>(p[1]), inv_scale, zero_point)
+                                     : QuantizeValue<T>(At<const float>(p[1]), inv_scale, zero_point);
       });
     });
   });

@@ -55,6 +55,30 @@ def test_per_tensor_round_trip(dtype, scale, zero_point):
 
 
 @pytest.mark.parametrize("dtype", QDTYPES)
+def test_rounding_bit_for_bit_at_scale(dtype):
+    """200k values per case, a fifth of them exactly half-way between two steps, odd and
+    even zero points: the CPU rounds x / scale + zero_point half to even after adding the
+    zero point (one FMA on its 8-bit per-tensor path); every int must match."""
+    g = torch.Generator().manual_seed(7)
+    cases = [(0.1, 3), (1.7, 5), (0.0213, -7), (3e-5, 4), (0.5, 1)]
+    for scale, zp in cases:
+        zp = zp + 120 if dtype == torch.quint8 else zp
+        x = torch.randn(200_003, generator=g) * (50 if dtype == torch.qint32 else 10)
+        x[:40_000] = (torch.randint(-300, 300, (40_000,), generator=g) + 0.5) * scale
+        want = torch.quantize_per_tensor(x, scale, zp, dtype).int_repr()
+        got = torch.quantize_per_tensor(x.to("xxnpu"), scale, zp, dtype).int_repr().cpu()
+        assert torch.equal(got, want), (scale, zp, (got != want).sum().item())
+    scales = torch.tensor([c[0] for c in cases], dtype=torch.float64)
+    zps = torch.tensor([c[1] + (120 if dtype == torch.quint8 else 0) for c in cases])
+    x = torch.randn(len(cases), 40_000, generator=g) * 10
+    x[:, :8_000] = (torch.randint(-300, 300, (len(cases), 8_000), generator=g) + 0.5) * scales.float()[:, None]
+    for axis, xa in ((0, x), (1, x.t())):
+        want = torch.quantize_per_channel(xa, scales, zps, axis, dtype).int_repr()
+        got = torch.quantize_per_channel(xa.to("xxnpu"), scales.to("xxnpu"), zps.to("xxnpu"), axis, dtype)
+        assert torch.equal(got.int_repr().cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", QDTYPES)
 def test_per_tensor_non_contiguous_and_tensor_qparams(dtype):
     x = _data((6, 10, 4), seed=3)
     xt = x.transpose(0, 2)[:, ::2]
