@@ -326,6 +326,15 @@ void DequantizePerChannelFloatQParams(const at::Tensor& qtensor, at::Tensor& rte
   });
 }
 
+// Sub-byte dtypes (quint4x2, quint2x4): CUDA has no kernel either; a clear error instead
+// of DispatchStub's internal assert.
+void RejectSubByteQuantize(const at::Tensor& rtensor, at::Tensor& qtensor, float scale, float zero_point) {
+  CheckNotSubByte("quantize_per_tensor", qtensor.scalar_type());
+}
+void RejectSubByteDequantize(const at::Tensor& qtensor, at::Tensor& rtensor, float scale, float zero_point) {
+  CheckNotSubByte("dequantize", qtensor.scalar_type());
+}
+
 // ---------------------------------------------------------------------------------------
 // fake_quantize_* kernels: the PrivateUse1 entries of ATen's fake-quant stubs. Same
 // expressions, in the same types, as the CPU kernels, so results match bit for bit.
@@ -533,6 +542,8 @@ REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_affine_stub, &xxnpu:
 REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_channel_float_qparams_stub, &xxnpu::QuantizePerChannelFloatQParams)
 REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_channel_float_qparams_stub,
                               &xxnpu::DequantizePerChannelFloatQParams)
+REGISTER_PRIVATEUSE1_DISPATCH(quantize_tensor_per_tensor_affine_sub_byte_stub, &xxnpu::RejectSubByteQuantize)
+REGISTER_PRIVATEUSE1_DISPATCH(dequantize_tensor_per_tensor_affine_sub_byte_stub, &xxnpu::RejectSubByteDequantize)
 REGISTER_PRIVATEUSE1_DISPATCH(fake_quant_tensor_cachemask_stub, &xxnpu::FakeQuantTensorCachemask)
 REGISTER_PRIVATEUSE1_DISPATCH(fake_quant_tensor_cachemask_tensor_qparams_stub,
                               &xxnpu::FakeQuantTensorCachemaskTensorQParams)

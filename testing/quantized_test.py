@@ -314,7 +314,7 @@ def test_bad_input():
     c, d = _raises_like_cpu(torch.quantize_per_channel, x, s, torch.tensor([0, 300, 0]), 0, torch.qint8)
     assert "above upper bound" in c and "above upper bound" in d
     # Sub-byte dtypes: CUDA does not have them either.
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="supports torch.qint8, torch.quint8 and torch.qint32"):
         torch.quantize_per_tensor(x.to("xxnpu"), 0.1, 0, torch.quint4x2)
     # Copying a quantized tensor into a float one.
     q = torch.quantize_per_tensor(x.to("xxnpu"), 0.1, 0, torch.qint8)
