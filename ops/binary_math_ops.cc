@@ -1,0 +1,250 @@
+// Same-dtype binary math on xxnpu: maximum/minimum, the bitwise ops, fmod, remainder,
+// floor_divide, atan2, logaddexp and pow: scalar expressions handed to LaunchBinary
+// (ops/elementwise.h); structured ops register `.out` only (see unary_ops.cc).
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "ops/cpu_fallback.h"
+#include "ops/elementwise.h"
+#include "ops/pointwise_common.h"
+
+namespace xxnpu {
+namespace {
+
+// ---- same-dtype binary ops over a dtype set.
+template <typename F>
+at::Tensor& ArithOut(const char* name, at::TensorIterator iter, at::Tensor& out, F f, bool integers = true) {
+  const c10::DeviceGuard guard(out.device());
+  const at::ScalarType t = iter.common_dtype();
+  TORCH_CHECK(integers || at::isFloatingType(t), name, " is only implemented for floating types, got ", t);
+  AT_DISPATCH_V2(t, "xxnpu_arith", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    LaunchBinary<scalar_t>(name, iter, [f](opmath_t a, opmath_t b) { return static_cast<opmath_t>(f(a, b)); });
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+  return out;
+}
+
+at::Tensor& MaximumOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  TORCH_CHECK(!IsComplex(self) && !IsComplex(other), "maximum not implemented for complex tensors.");
+  return ArithOut("xxnpu::maximum", at::TensorIterator::borrowing_binary_op(out, self, other), out, [](auto a, auto b) {
+    if constexpr (kIsFloat<decltype(a)>) {
+      if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates
+    }
+    return a > b ? a : b;
+  });
+}
+
+at::Tensor& MinimumOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  TORCH_CHECK(!IsComplex(self) && !IsComplex(other), "minimum not implemented for complex tensors.");
+  return ArithOut("xxnpu::minimum", at::TensorIterator::borrowing_binary_op(out, self, other), out, [](auto a, auto b) {
+    if constexpr (kIsFloat<decltype(a)>) {
+      if (std::isnan(a) || std::isnan(b)) return a + b;
+    }
+    return a < b ? a : b;
+  });
+}
+
+#define XXNPU_BITWISE(Name, op, sym)                                                                         \
+  at::Tensor& Name##Out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {                  \
+    auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);                                   \
+    TORCH_CHECK(at::isIntegralType(iter.common_dtype(), /*includeBool=*/true), #op                            \
+                " is only implemented for integral and bool tensors, got ", iter.common_dtype());            \
+    return ArithOut("xxnpu::" #op, iter, out, [](auto a, auto b) {                                           \
+      using T = decltype(a);                                                                                 \
+      if constexpr (kIsFloat<T>) {                                                                           \
+        return a; /* unreachable: checked above */                                                           \
+      } else {                                                                                               \
+        return static_cast<T>(a sym b);                                                                      \
+      }                                                                                                      \
+    });                                                                                                      \
+  }
+XXNPU_BITWISE(BitwiseAnd, bitwise_and, &)
+XXNPU_BITWISE(BitwiseOr, bitwise_or, |)
+XXNPU_BITWISE(BitwiseXor, bitwise_xor, ^)
+#undef XXNPU_BITWISE
+
+// C's fmod: the result has the dividend's sign.
+at::Tensor& FmodOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);
+  TORCH_CHECK(!at::isComplexType(iter.common_dtype()), "fmod is not implemented for complex tensors");
+  return ArithOut("xxnpu::fmod", iter, out, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (kIsFloat<T>) {
+      return std::fmod(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a;
+    } else {
+      TORCH_CHECK(b != 0, "ZeroDivisionError");  // a kernel fault, reported at the next sync
+      return static_cast<T>(a % b);
+    }
+  });
+}
+
+// Python's %: the result has the divisor's sign.
+at::Tensor& RemainderOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);
+  TORCH_CHECK(!at::isComplexType(iter.common_dtype()), "remainder is not implemented for complex tensors");
+  return ArithOut("xxnpu::remainder", iter, out, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (kIsFloat<T>) {
+      T r = std::fmod(a, b);
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+      return r;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a;
+    } else {
+      TORCH_CHECK(b != 0, "ZeroDivisionError");
+      T r = static_cast<T>(a % b);
+      if constexpr (std::is_signed_v<T>) {
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      }
+      return r;
+    }
+  });
+}
+
+at::Tensor& FloorDivideOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);
+  TORCH_CHECK(!at::isComplexType(iter.common_dtype()), "floor_divide is not implemented for complex tensors");
+  ArithOut("xxnpu::floor_divide", iter, out, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (kIsFloat<T>) {
+      if (b == T(0)) return a / b;
+      // Python's floor division of floats: from fmod, so that a == b * q + r exactly.
+      T mod = std::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+      if (div == T(0)) return std::copysign(T(0), a / b);
+      T floordiv = std::floor(div);
+      if (div - floordiv > T(0.5)) floordiv += T(1);
+      return floordiv;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a;
+    } else {
+      TORCH_CHECK(b != 0, "ZeroDivisionError");
+      T q = static_cast<T>(a / b);
+      if constexpr (std::is_signed_v<T>) {
+        if ((a % b != 0) && ((a < 0) != (b < 0))) q = static_cast<T>(q - 1);
+      }
+      return q;
+    }
+  });
+  return out;
+}
+at::Tensor FloorDivide(const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& like = self.device().is_privateuseone() ? self : other;
+  at::Tensor out = at::empty({0}, like.options().dtype(at::result_type(self, other)));
+  return FloorDivideOut(self, other, out);
+}
+at::Tensor& FloorDivideInplace(at::Tensor& self, const at::Tensor& other) { return FloorDivideOut(self, other, self); }
+
+at::Tensor& Atan2Out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return ArithOut("xxnpu::atan2", at::TensorIterator::binary_float_op(out, self, other), out, [](auto a, auto b) {
+    if constexpr (kIsFloat<decltype(a)>) {
+      return std::atan2(a, b);
+    } else {
+      return a;
+    }
+  }, /*integers=*/false);
+}
+
+at::Tensor& LogaddexpOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (IsComplex(self) || IsComplex(other)) return FallbackFor<at::_ops::logaddexp_out>::call(self, other, out);
+  return ArithOut("xxnpu::logaddexp", at::TensorIterator::borrowing_binary_op(out, self, other), out,
+                  [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (kIsFloat<T>) {
+      if (std::isinf(a) && a == b) return a;
+      const T m = a > b ? a : b;
+      return m + std::log1p(std::exp(-std::abs(a - b)));
+    } else {
+      return a;
+    }
+  }, /*integers=*/false);
+}
+
+// ---- pow: exponent 2 and 0.5 are exact shortcuts, as on CPU.
+template <typename T>
+T IntPow(T base, T exp) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+      return 0;
+    }
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result = static_cast<T>(result * base);
+    exp = static_cast<T>(exp / 2);
+    base = static_cast<T>(base * base);
+  }
+  return result;
+}
+
+at::Tensor& PowLaunch(at::TensorIterator iter, at::Tensor& out) {
+  return ArithOut("xxnpu::pow", iter, out, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (kIsFloat<T>) {
+      if (b == T(2)) return a * a;
+      if (b == T(0.5)) return std::sqrt(a);
+      return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else {
+      return IntPow<T>(a, b);
+    }
+  });
+}
+
+at::Tensor& PowTensorTensorOut(const at::Tensor& self, const at::Tensor& exponent, at::Tensor& out) {
+  if (IsComplex(self) || IsComplex(exponent)) {
+    return FallbackFor<at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
+  }
+  return PowLaunch(at::TensorIterator::borrowing_binary_op(out, self, exponent), out);
+}
+
+at::Tensor& PowTensorScalarOut(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
+  if (IsComplex(self) || exponent.isComplex()) {
+    return FallbackFor<at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
+  }
+  TORCH_CHECK(!(at::isIntegralType(self.scalar_type(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+  return PowLaunch(at::TensorIterator::binary_op(out, self, WrapScalar(exponent)), out);
+}
+
+at::Tensor& PowScalarOut(const at::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
+  if (IsComplex(exponent) || self.isComplex()) return FallbackFor<at::_ops::pow_Scalar_out>::call(self, exponent, out);
+  return PowLaunch(at::TensorIterator::binary_op(out, WrapScalar(self), exponent), out);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("maximum.out", &MaximumOut);
+  m.impl("minimum.out", &MinimumOut);
+  m.impl("bitwise_and.Tensor_out", &BitwiseAndOut);
+  m.impl("bitwise_or.Tensor_out", &BitwiseOrOut);
+  m.impl("bitwise_xor.Tensor_out", &BitwiseXorOut);
+  m.impl("fmod.Tensor_out", &FmodOut);
+  m.impl("remainder.Tensor_out", &RemainderOut);
+  m.impl("floor_divide", &FloorDivide);
+  m.impl("floor_divide_.Tensor", &FloorDivideInplace);
+  m.impl("floor_divide.out", &FloorDivideOut);
+  m.impl("atan2.out", &Atan2Out);
+  m.impl("logaddexp.out", &LogaddexpOut);
+  m.impl("pow.Tensor_Tensor_out", &PowTensorTensorOut);
+  m.impl("pow.Tensor_Scalar_out", &PowTensorScalarOut);
+  m.impl("pow.Scalar_out", &PowScalarOut);
+}
+
+}  // namespace
+}  // namespace xxnpu

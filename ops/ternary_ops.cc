@@ -1,0 +1,230 @@
+// Elementwise ops of three operands (or a tensor and bounds) on xxnpu: clamp, addcmul,
+// addcdiv, lerp, where and masked_fill, handed to LaunchNary/LaunchBinary
+// (ops/elementwise.h). where and masked_fill are not structured: each form is registered.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "ops/cpu_fallback.h"
+#include "ops/elementwise.h"
+#include "ops/pointwise_common.h"
+
+namespace xxnpu {
+namespace {
+
+// ---- clamp. The bounds take part in type promotion (clamp(int_tensor, 0.5) is float).
+at::Tensor& ClampScalarOut(const char* name, const at::Tensor& self, const std::optional<at::Scalar>& min,
+                           const std::optional<at::Scalar>& max, at::Tensor& out) {
+  TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK(!IsComplex(self), "clamp is not supported for complex types");
+  const c10::DeviceGuard guard(out.device());
+  at::ScalarType dtype = self.scalar_type();
+  if (min) dtype = at::promote_types(dtype, at::result_type(self, *min));
+  if (max) dtype = at::promote_types(dtype, at::result_type(self, *max));
+  const at::Tensor input = self.scalar_type() == dtype ? self : self.to(dtype);
+  auto iter = at::TensorIterator::unary_op(out, input);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_clamp", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const bool has_lo = min.has_value(), has_hi = max.has_value();
+    const opmath_t lo = has_lo ? min->to<opmath_t>() : opmath_t(0);
+    const opmath_t hi = has_hi ? max->to<opmath_t>() : opmath_t(0);
+    LaunchUnary<scalar_t>(name, iter, [=](opmath_t x) {
+      if constexpr (kIsFloat<opmath_t>) {
+        if (std::isnan(x)) return x;
+        if (has_lo && std::isnan(lo)) return lo;
+        if (has_hi && std::isnan(hi)) return hi;
+      }
+      if (has_lo && x < lo) x = lo;
+      if (has_hi && x > hi) x = hi;  // min > max gives max, as on CPU
+      return x;
+    }, 2);
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+
+at::Tensor& ClampOut(const at::Tensor& self, const std::optional<at::Scalar>& min,
+                     const std::optional<at::Scalar>& max, at::Tensor& out) {
+  return ClampScalarOut("xxnpu::clamp", self, min, max, out);
+}
+at::Tensor& ClampMinOut(const at::Tensor& self, const at::Scalar& min, at::Tensor& out) {
+  return ClampScalarOut("xxnpu::clamp_min", self, min, std::nullopt, out);
+}
+at::Tensor& ClampMaxOut(const at::Tensor& self, const at::Scalar& max, at::Tensor& out) {
+  return ClampScalarOut("xxnpu::clamp_max", self, std::nullopt, max, out);
+}
+
+// ---- ternary ops.
+at::TensorIterator TernaryIter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+  return at::TensorIteratorConfig()
+      .add_output(out)
+      .add_owned_const_input(OnDeviceOf(a, out.defined() ? out : b))
+      .add_owned_const_input(OnDeviceOf(b, out.defined() ? out : a))
+      .add_owned_const_input(OnDeviceOf(c, out.defined() ? out : a))
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .build();
+}
+
+at::Tensor& AddcmulOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
+                       at::Tensor& out) {
+  if (IsComplex(self) || IsComplex(t1) || IsComplex(t2)) {
+    return FallbackFor<at::_ops::addcmul_out>::call(self, t1, t2, value, out);
+  }
+  const c10::DeviceGuard guard(out.device());
+  auto iter = TernaryIter(out, self, t1, t2);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_addcmul", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const opmath_t v = value.to<opmath_t>();
+    LaunchNary<scalar_t, 3>("xxnpu::addcmul", iter, [v](opmath_t s, opmath_t a, opmath_t b) {
+      return static_cast<opmath_t>(s + v * a * b);
+    }, 3);
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+
+at::Tensor& AddcdivOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
+                       at::Tensor& out) {
+  TORCH_CHECK(!(at::isIntegralType(t1.scalar_type(), true) && at::isIntegralType(t2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+              "a true division of tensor1 and tensor2. Use at::true_divide or torch.true_divide for true division.");
+  if (IsComplex(self) || IsComplex(t1) || IsComplex(t2)) {
+    return FallbackFor<at::_ops::addcdiv_out>::call(self, t1, t2, value, out);
+  }
+  const c10::DeviceGuard guard(out.device());
+  auto iter = TernaryIter(out, self, t1, t2);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_addcdiv", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const opmath_t v = value.to<opmath_t>();
+    LaunchNary<scalar_t, 3>("xxnpu::addcdiv", iter, [v](opmath_t s, opmath_t a, opmath_t b) {
+      return static_cast<opmath_t>(s + v * (a / b));
+    }, 3);
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+
+// weight < 0.5: start + w * (end - start); else end - (end - start) * (1 - w): exact at both ends.
+template <typename T>
+T Lerp(T start, T end, T w) {
+  const T diff = end - start;
+  return std::abs(w) < T(0.5) ? start + w * diff : end - diff * (T(1) - w);
+}
+
+at::Tensor& LerpScalarOut(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `end` but got dtype ", end.scalar_type());
+  if (IsComplex(self)) return FallbackFor<at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
+  const c10::DeviceGuard guard(out.device());
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, end);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_lerp", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const opmath_t w = weight.to<opmath_t>();
+    LaunchBinary<scalar_t>("xxnpu::lerp", iter, [w](opmath_t a, opmath_t b) { return Lerp(a, b, w); }, 3);
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+
+at::Tensor& LerpTensorOut(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `end` but got dtype ", end.scalar_type());
+  TORCH_CHECK(self.scalar_type() == weight.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `weight` but got dtype ", weight.scalar_type());
+  if (IsComplex(self)) return FallbackFor<at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
+  const c10::DeviceGuard guard(out.device());
+  auto iter = TernaryIter(out, self, end, weight);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_lerp", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    LaunchNary<scalar_t, 3>("xxnpu::lerp", iter, [](opmath_t a, opmath_t b, opmath_t w) { return Lerp(a, b, w); }, 3);
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+
+// ---- where / masked_fill (not structured: each form registered).
+at::Tensor& WhereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              condition.scalar_type());
+  const at::ScalarType dtype = at::result_type(self, other);
+  if (at::isComplexType(dtype)) return FallbackFor<at::_ops::where_self_out>::call(condition, self, other, out);
+  const at::Tensor& like = self.device().is_privateuseone() ? self : other;
+  const c10::DeviceGuard guard(like.device());
+  const at::Tensor a = OnDeviceOf(self.scalar_type() == dtype ? self : self.to(dtype), like);
+  const at::Tensor b = OnDeviceOf(other.scalar_type() == dtype ? other : other.to(dtype), like);
+  const at::Tensor c = OnDeviceOf(condition, like);
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(c)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .build();
+  AT_DISPATCH_V2(dtype, "xxnpu_where", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    LaunchNary<scalar_t, 3>("xxnpu::where", iter, [](opmath_t cond, opmath_t x, opmath_t y) {
+      return cond != opmath_t(0) ? x : y;
+    }, 0);
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+  return out;
+}
+at::Tensor Where(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& like = self.device().is_privateuseone() ? self : other;
+  at::Tensor out = at::empty({0}, like.options().dtype(at::result_type(self, other)));
+  return WhereOut(condition, self, other, out);
+}
+
+at::Tensor& MaskedFillScalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  if (IsComplex(self)) return FallbackFor<at::_ops::masked_fill__Scalar>::call(self, mask, value);
+  if (self.numel() == 0) return self;
+  const c10::DeviceGuard guard(self.device());
+  const at::Tensor m = OnDeviceOf(mask, self).expand(self.sizes());
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(self)
+                  .add_const_input(self)
+                  .add_const_input(m)
+                  .build();
+  AT_DISPATCH_V2(self.scalar_type(), "xxnpu_masked_fill", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const opmath_t v = value.to<scalar_t>();
+    LaunchNary<scalar_t, 2>("xxnpu::masked_fill", iter, [v](opmath_t x, opmath_t keep_mask) {
+      return keep_mask != opmath_t(0) ? v : x;
+    }, 0);
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+  return self;
+}
+
+at::Tensor& MaskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return MaskedFillScalar(self, mask, value.item());  // item() synchronizes for a device value, as on CUDA
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("clamp.out", &ClampOut);
+  m.impl("clamp_min.out", &ClampMinOut);
+  m.impl("clamp_max.out", &ClampMaxOut);
+  m.impl("addcmul.out", &AddcmulOut);
+  m.impl("addcdiv.out", &AddcdivOut);
+  m.impl("lerp.Scalar_out", &LerpScalarOut);
+  m.impl("lerp.Tensor_out", &LerpTensorOut);
+  m.impl("where.self_out", &WhereOut);
+  m.impl("where.self", &Where);
+  m.impl("masked_fill_.Scalar", &MaskedFillScalar);
+  m.impl("masked_fill_.Tensor", &MaskedFillTensor);
+}
+
+}  // namespace
+}  // namespace xxnpu
