@@ -449,8 +449,10 @@ def test_index_add_bad_input():
         x.index_add_(0, torch.tensor([0, 1], device="xxnpu"), torch.ones(3, 3, device="xxnpu"))
     with pytest.raises(RuntimeError, match=r"self \(Float\) and source \(Double\) must have the same scalar type"):
         x.index_add_(0, torch.tensor([0], device="xxnpu"), torch.ones(1, 3, device="xxnpu", dtype=torch.float64))
-    with pytest.raises(RuntimeError, match="xxnpu:0 and cpu"):
+    with pytest.raises(RuntimeError, match=r"same device, but got \(self\) xxnpu:0, \(index\) cpu"):
         x.index_add_(0, torch.tensor([0]), torch.ones(1, 3, device="xxnpu"))
+    with pytest.raises(RuntimeError, match="xxnpu:0 and cpu"):  # out= reaches our kernel's own check
+        torch.index_add(x, 0, torch.tensor([0], device="xxnpu"), torch.ones(1, 3, device="xxnpu"), out=torch.empty(4, 3))
     # An index outside the dimension fails the kernel; the error surfaces at the next sync.
     with pytest.raises(Exception, match="index 4 is out of range for dimension size 4"):
         x.index_add_(0, torch.tensor([4], device="xxnpu"), torch.ones(1, 3, device="xxnpu")).cpu()
