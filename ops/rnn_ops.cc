@@ -8,7 +8,8 @@
 // derivatives.yaml are written against them:
 //   LSTM: gates [i, f, g, o]; workspace [B, 4H] = the activated gates.
 //   GRU:  gates [r, z, n]; workspace [B, 5H] = [r, z, n, hx, hidden n-gate incl. bias].
-// half/bfloat16 compute in float (at::opmath_type), as CUDA's accscalar_t does.
+// half/bfloat16 compute in float (at::opmath_type), as CUDA's accscalar_t does; float
+// sigmoid/tanh are the vectorizable forms of ops/fast_math.h.
 // The backward kernels give each block a range of hidden units over the whole batch, so
 // the bias gradients (column sums) come out of the same kernel, in a fixed order.
 #include <ATen/ATen.h>
@@ -27,6 +28,7 @@
 #include "device/c10/torch_status.h"
 #include "device/runtime.h"
 #include "ops/device_loop.h"
+#include "ops/fast_math.h"
 
 namespace xxnpu {
 namespace {
@@ -69,10 +71,11 @@ const T* ConstDev(const at::Tensor& t) {
   return t.defined() ? static_cast<const T*>(DeviceView(t.const_data_ptr())) : nullptr;
 }
 
-template <typename acc_t>
-inline acc_t Sigmoid(acc_t x) {
-  return acc_t(1) / (acc_t(1) + std::exp(-x));
-}
+// float (also half/bfloat16's opmath) takes the vectorizable forms; double stays exact.
+inline float Sigmoid(float x) { return SigmoidF(x); }
+inline double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline float Tanh(float x) { return TanhF(x); }
+inline double Tanh(double x) { return std::tanh(x); }
 
 // ------------------------------------------------------------------ argument checks
 // CUDA's checks (same device, dtype and the shapes below), with messages that say
@@ -156,10 +159,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> FusedLstmCell(const at::Tensor& i
             g[k] = static_cast<acc_t>(ir[c]) + static_cast<acc_t>(hr[c]);
             if (ibp != nullptr) g[k] += static_cast<acc_t>(ibp[c]) + static_cast<acc_t>(hbp[c]);
           }
-          const acc_t i = Sigmoid(g[0]), f = Sigmoid(g[1]), c = std::tanh(g[2]), o = Sigmoid(g[3]);
+          const acc_t i = Sigmoid(g[0]), f = Sigmoid(g[1]), c = Tanh(g[2]), o = Sigmoid(g[3]);
           const acc_t cnew = f * static_cast<acc_t>(cxp[b * hidden + j]) + i * c;
           cyp[b * hidden + j] = static_cast<scalar_t>(cnew);
-          hyp[b * hidden + j] = static_cast<scalar_t>(o * std::tanh(cnew));
+          hyp[b * hidden + j] = static_cast<scalar_t>(o * Tanh(cnew));
           wr[j] = static_cast<scalar_t>(i);
           wr[hidden + j] = static_cast<scalar_t>(f);
           wr[2 * hidden + j] = static_cast<scalar_t>(c);
@@ -223,7 +226,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> FusedLstmCellBackward(const std::
             const acc_t i = w[j], f = w[hidden + j], c = w[2 * hidden + j], o = w[3 * hidden + j];
             const acc_t go = ghp != nullptr ? static_cast<acc_t>(ghp[k]) : acc_t(0);
             const acc_t gc = gcp != nullptr ? static_cast<acc_t>(gcp[k]) : acc_t(0);
-            const acc_t tcy = std::tanh(static_cast<acc_t>(cyp[k]));
+            const acc_t tcy = Tanh(static_cast<acc_t>(cyp[k]));
             const acc_t dcy = go * o * (acc_t(1) - tcy * tcy) + gc;
             const acc_t d[4] = {dcy * c * (acc_t(1) - i) * i, dcy * static_cast<acc_t>(cxp[k]) * (acc_t(1) - f) * f,
                                 dcy * i * (acc_t(1) - c * c), go * tcy * (acc_t(1) - o) * o};
@@ -295,7 +298,7 @@ std::tuple<at::Tensor, at::Tensor> FusedGruCell(const at::Tensor& input_gates_in
           }
           const acc_t r = Sigmoid(in_g[0] + h_g[0]);
           const acc_t z = Sigmoid(in_g[1] + h_g[1]);
-          const acc_t ng = std::tanh(in_g[2] + r * h_g[2]);
+          const acc_t ng = Tanh(in_g[2] + r * h_g[2]);
           const acc_t h = static_cast<acc_t>(hxp[b * hidden + j]);
           hyp[b * hidden + j] = static_cast<scalar_t>(ng + z * (h - ng));
           wr[j] = static_cast<scalar_t>(r);
