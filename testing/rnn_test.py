@@ -467,3 +467,18 @@ def test_profile_of_an_lstm_step_shows_the_cell_kernels():
                "aten::_thnn_fused_gru_cell", "aten::_thnn_fused_gru_cell_backward"):
         assert avg[op].self_device_time_total > 0, (op, table)
     assert avg["aten::lstm"].device_time_total >= avg["aten::_thnn_fused_lstm_cell"].device_time_total > 0
+
+
+def test_autocast_runs_the_cells_in_bfloat16_as_on_cuda():
+    """CUDA's autocast lists put lstm/gru cells and the fused cell ops in the low dtype."""
+    torch.manual_seed(0)
+    lstm, cell = nn.LSTM(8, 16, num_layers=2).to(DEV), nn.GRUCell(8, 16).to(DEV)
+    x = torch.randn(5, 3, 8, device=DEV, requires_grad=True)
+    full = lstm(x)[0].detach().cpu()
+    with torch.autocast(DEV, dtype=torch.bfloat16):
+        out, (h, c) = lstm(x)
+        y = cell(x[0])
+    assert out.dtype == h.dtype == c.dtype == y.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float().cpu(), full, **TOL[torch.bfloat16])
+    (out.float().sum() + y.float().sum()).backward()
+    assert x.grad.dtype == torch.float32 and lstm.weight_ih_l0.grad.dtype == torch.float32
