@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -43,6 +42,7 @@
 #include "device/c10/torch_status.h"
 #include "device/runtime.h"
 #include "ops/device_loop.h"
+#include "ops/fast_math.h"
 
 extern "C" {
 // BLAS (Fortran ABI), exported by libtorch_cpu.
@@ -176,30 +176,6 @@ float SumSquares(int64_t n, Load load) {
     acc[0] += v * v;
   }
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-// exp(x) for float32 in a form the compiler vectorizes (std::exp is a scalar libm call;
-// the CPU backend's kernels use a vectorized one, so ours must too to keep pace): Cephes'
-// expf, exp(x) = 2^k exp(r) with k = round(x / ln 2), |r| <= ln 2 / 2, a degree-6
-// polynomial for exp(r): about 1 ulp. x is clamped to [-87.3, 88.7] (results in
-// [1.2e-38, 3.3e38]: no denormals or infinities); NaN stays NaN (it propagates through
-// the polynomial). Branch-free; the selects below become vector blends only with
-// -fno-trapping-math (set for this target in ops/BUILD.bazel).
-inline float ExpF(float x) {
-  float xc = x < -87.3f ? -87.3f : x;
-  xc = xc > 88.7f ? 88.7f : xc;
-  // Round to nearest by the 1.5 * 2^23 trick (no lrint call: it would not vectorize).
-  const float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
-  return p * scale;
 }
 
 // n elements (stride apart) of src as floats into dst; the dense case vectorizes.
