@@ -174,6 +174,10 @@ class OpInfoCase(Case):
         return any(n.split("::", 1)[-1].split(".")[0] in (base, base + "_") for n in native)
 
 
+class SampleError(Exception):
+    """A custom op's generic sample cannot be built (the runner reports the op skipped)."""
+
+
 class CustomOpCase(Case):
     """A torch.ops.<ns>.* overload: its xxnpu kernel against its own CPU kernel."""
 
@@ -259,10 +263,6 @@ class CustomOpCase(Case):
             if arg.alias_info is not None and arg.alias_info.is_write and i < len(flat):
                 mutated.append(flat[i])
         return (out, mutated) if mutated else out
-
-
-class SampleError(Exception):
-    pass
 
 
 def discover_custom_ops(namespaces: List[str]) -> List[str]:
