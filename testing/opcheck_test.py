@@ -93,11 +93,11 @@ def test_compare_tolerances_nan_inf_and_metadata():
 def test_device_copies_keep_strides_offsets_and_grad():
     base = torch.arange(60.0).view(6, 10)
     for t in (base[1:5:2, 2::3], base.t(), base[2].expand(4, 10), base[0, 0]):
-        d = opcheck._copy_to(t, "xxnpu")
+        d = opcheck.copy_to(t, "xxnpu")
         assert d.device.type == "xxnpu"
         assert d.stride() == t.stride() and d.storage_offset() == t.storage_offset()
         assert torch.equal(d.cpu(), t)
-    g = opcheck._copy_to(torch.randn(3, requires_grad=True), "xxnpu")
+    g = opcheck.copy_to(torch.randn(3, requires_grad=True), "xxnpu")
     assert g.requires_grad and g.is_leaf
 
 
