@@ -1,4 +1,4 @@
-"""torch.ops.xxnpu LLM ops (ops/llm_ops.cc): the xxnpu kernels against the CPU reference
+"""torch.ops.xxnpu LLM ops (ops/llm_*_ops.cc): the xxnpu kernels against the CPU reference
 kernels across dtypes, shapes and strides; against independent Python formulas (so a bug
 shared by both kernels shows); opcheck; gradients; argument errors; and the faults the
 device kernels raise for bad index values."""
