@@ -427,6 +427,22 @@ absl::Status xxnpuIpcCloseMemHandle(void* device_ptr) {
   return s;
 }
 
+absl::StatusOr<void*> xxnpuIpcMemHandleOwnPointer(const xxnpuIpcMemHandle_t& handle) {
+  constexpr const char* kApi = "xxnpuIpcMemHandleOwnPointer";
+  XXNPU_ASSIGN_OR_RETURN(MemHandle m, DecodeMem(handle, kApi));
+  Ipc& ipc = Ipc::Get();
+  std::lock_guard<std::mutex> lock(ipc.mu);
+  for (const auto& [base, export_] : ipc.exports) {
+    const MemHandle& mine = export_.second;
+    if (m.pid == mine.pid && m.table_ino == mine.table_ino && m.id == mine.id) return const_cast<void*>(base);
+  }
+  if (m.pid == ipc.own_pid_ && m.table_ino == ipc.own_ino_) {
+    return absl::FailedPreconditionError(absl::StrCat(kApi, ": the allocation was freed; the handle is no longer valid"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(kApi, ": the handle was made by pid ", m.pid, ", not by this process (",
+                                                 getpid(), ")"));
+}
+
 absl::StatusOr<int> xxnpuIpcMemOpenCount(void* device_ptr) {
   Ipc& ipc = Ipc::Get();
   std::lock_guard<std::mutex> lock(ipc.mu);
@@ -456,12 +472,18 @@ absl::Status xxnpuIpcRefCreate(xxnpuIpcRefHandle_t* handle) {
 }
 
 absl::Status xxnpuIpcRefAddPending(const xxnpuIpcRefHandle_t& handle) {
-  XXNPU_RETURN_IF_ERROR(internal::RuntimeMemory().status());
   constexpr const char* kApi = "xxnpuIpcRefAddPending";
+  XXNPU_RETURN_IF_ERROR(internal::RuntimeMemory().status());
   XXNPU_ASSIGN_OR_RETURN(RefHandle r, DecodeRef(handle, kApi));
   Ipc& ipc = Ipc::Get();
   std::lock_guard<std::mutex> lock(ipc.mu);
-  XXNPU_ASSIGN_OR_RETURN(Slot * s, OwnRefSlotLocked(ipc, r, kApi));
+  Slot* s;
+  if (ipc.held.count(std::make_tuple(r.pid, r.table_ino, r.slot, r.id))) {
+    // Held here, so the creator cannot have destroyed it: its InUse is true.
+    XXNPU_ASSIGN_OR_RETURN(s, ipc.PeerSlotLocked(r.pid, r.table_fd, r.table_ino, r.slot, kApi));
+  } else {
+    XXNPU_ASSIGN_OR_RETURN(s, OwnRefSlotLocked(ipc, r, kApi));
+  }
   s->pending.fetch_add(1);
   return absl::OkStatus();
 }

@@ -63,12 +63,17 @@ absl::Status xxnpuIpcOpenMemHandle(void** device_ptr, const xxnpuIpcMemHandle_t&
 // then unmaps it once every open is closed. A pointer not open here (or closed already)
 // is kInvalidArgument.
 absl::Status xxnpuIpcCloseMemHandle(void* device_ptr);
+// The allocation behind a handle this process made itself (a tensor sent back to its
+// owner): its pointer, or an error when the handle is another process's or was revoked.
+absl::StatusOr<void*> xxnpuIpcMemHandleOwnPointer(const xxnpuIpcMemHandle_t& handle);
 // How many other live processes have the allocation at `device_ptr` open (0 when it was
 // never exported).
 absl::StatusOr<int> xxnpuIpcMemOpenCount(void* device_ptr);
 
 // Sender side of a reference counter.
 absl::Status xxnpuIpcRefCreate(xxnpuIpcRefHandle_t* handle);
+// One more reference on its way to a receiver. The creator may call it, and so may a
+// process that holds the counter (forwarding what it received).
 absl::Status xxnpuIpcRefAddPending(const xxnpuIpcRefHandle_t& handle);
 // True while references are pending or a live process holds the counter.
 absl::StatusOr<bool> xxnpuIpcRefInUse(const xxnpuIpcRefHandle_t& handle);
