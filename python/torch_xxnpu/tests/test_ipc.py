@@ -26,8 +26,8 @@ def _no_fallback():
     assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
 
 
-def _start(target, *args):
-    p = ctx.Process(target=target, args=args, daemon=True)
+def _start(name, *args):
+    p = ctx.Process(target=_guarded, args=(name,) + args, daemon=True)
     p.start()
     return p
 
@@ -48,18 +48,14 @@ def _get(q):
     return item
 
 
-def _guard(fn):
-    """Runs a child body, reporting any exception to the parent instead of hanging it."""
+def _guarded(name, inq, outq, *args):
+    """Runs the child body `name`, reporting any exception to the parent instead of hanging it."""
+    try:
+        globals()[name](inq, outq, *args)
+    except BaseException as e:  # noqa: BLE001
+        import traceback
 
-    def run(inq, outq, *args):
-        try:
-            fn(inq, outq, *args)
-        except BaseException as e:  # noqa: BLE001
-            import traceback
-
-            outq.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
-
-    return run
+        outq.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
 # ---------------------------------------------------------------- children (module level: spawn imports them)
@@ -103,6 +99,8 @@ def _hold_then_release(inq, outq):
 def _receive_and_die(inq, outq):
     t = inq.get(timeout=TIMEOUT)
     outq.put(("got", t.sum().item()))
+    outq.close()
+    outq.join_thread()  # the message must leave before the abrupt exit
     os._exit(3)  # no release: the sender must notice the death
 
 
@@ -130,7 +128,7 @@ def _fork_receiver(q, out):
 
 def test_tensors_travel_both_ways_zero_copy_with_views():
     inq, outq = ctx.Queue(), ctx.Queue()
-    p = _start(_guard(_echo_and_write), inq, outq)
+    p = _start("_echo_and_write", inq, outq)
     try:
         base = torch.arange(12.0, device="xxnpu").reshape(3, 4)
         view = base[1:, ::2]
@@ -162,7 +160,7 @@ def test_several_receivers_write_one_tensor():
     outq = ctx.Queue()
     for i in range(3):
         q = ctx.Queue()
-        procs.append(_start(_guard(_add_one_at), q, outq, i))
+        procs.append(_start("_add_one_at", q, outq, i))
         queues.append(q)
         q.put(t)
     done = sorted(_get(outq) for _ in range(3))
@@ -177,7 +175,7 @@ def test_sent_block_is_held_until_the_receiver_releases_then_memory_returns_to_b
     torch.xxnpu.ipc_collect()
     baseline = torch.xxnpu.memory_allocated()
     inq, outq = ctx.Queue(), ctx.Queue()
-    p = _start(_guard(_hold_then_release), inq, outq)
+    p = _start("_hold_then_release", inq, outq)
     n = 64 * 1024
     t = torch.ones(n, device="xxnpu")
     old_ptr = t.data_ptr()
@@ -204,7 +202,7 @@ def test_a_consumer_that_dies_does_not_pin_the_senders_memory():
     torch.xxnpu.ipc_collect()
     baseline = torch.xxnpu.memory_allocated()
     inq, outq = ctx.Queue(), ctx.Queue()
-    p = _start(_guard(_receive_and_die), inq, outq)
+    p = _start("_receive_and_die", inq, outq)
     t = torch.ones(1000, device="xxnpu")
     inq.put(t)
     assert _get(outq) == ("got", 1000.0)
@@ -217,7 +215,7 @@ def test_a_consumer_that_dies_does_not_pin_the_senders_memory():
 
 def test_storages_travel_too():
     inq, outq = ctx.Queue(), ctx.Queue()
-    p = _start(_guard(_storage_receiver), inq, outq)
+    p = _start("_storage_receiver", inq, outq)
     t = torch.tensor([1.0, 2.0, 3.0], device="xxnpu")
     inq.put(t.untyped_storage())
     assert _get(outq) == ("storage", 12, [1.0, 2.0, 3.0])
