@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "device/status_macros.h"
 
 namespace xxnpu {
 namespace {
@@ -40,6 +43,7 @@ absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int devices, 
   std::unique_ptr<DeviceMemory> m(new DeviceMemory());
   m->capacity_ = RoundUp(capacity, kPage);
   m->span_ = m->capacity_ * devices;
+  m->strict_ = strict;
   void* reserved = mmap(nullptr, 2 * m->span_, PROT_NONE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) return Errno("reserving the device address range (mmap)");
@@ -82,18 +86,26 @@ int DeviceMemory::DeviceOf(const void* ptr) const {
   return static_cast<int>((p - base_) / capacity_);
 }
 
+size_t DeviceMemory::TakeRangeLocked(Heap& heap, size_t length) {
+  for (auto it = heap.free_ranges.begin(); it != heap.free_ranges.end(); ++it) {
+    if (it->second < length) continue;
+    const size_t offset = it->first;
+    const size_t rest = it->second - length;
+    heap.free_ranges.erase(it);
+    if (rest) heap.free_ranges.emplace(offset + length, rest);
+    heap.free_bytes -= length;
+    return offset;
+  }
+  return std::string::npos;
+}
+
 absl::StatusOr<void*> DeviceMemory::Allocate(int device, size_t bytes) {
   Heap& heap = *heaps_[device];
   const size_t need = RoundUp(bytes, kPage);
   std::unique_lock<std::mutex> lock(heap.mu);
-  for (auto it = heap.free_ranges.begin(); it != heap.free_ranges.end(); ++it) {
-    if (it->second < need) continue;
-    const size_t offset = it->first;
-    const size_t rest = it->second - need;
-    heap.free_ranges.erase(it);
-    if (rest) heap.free_ranges.emplace(offset + need, rest);
+  const size_t offset = TakeRangeLocked(heap, need);
+  if (offset != std::string::npos) {
     heap.live.emplace(offset, bytes);
-    heap.free_bytes -= need;
     lock.unlock();
     CommitPages(base_ + span_ + device * capacity_ + offset, need);
     return static_cast<void*>(base_ + device * capacity_ + offset);
@@ -138,6 +150,12 @@ absl::StatusOr<DeviceMemory::Allocation> DeviceMemory::Free(void* ptr) {
   std::lock_guard<std::mutex> lock(heap.mu);
   auto it = heap.live.find(offset);
   if (it == heap.live.end()) {
+    if (heap.foreign.count(offset)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "xxnpuFree: ", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+          " is another process's memory opened with xxnpuIpcOpenMemHandle; close it with "
+          "xxnpuIpcCloseMemHandle"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "xxnpuFree: ", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
         " is not the start of a live allocation on xxnpu:", device, " (double free or interior pointer?)"));
@@ -158,11 +176,71 @@ std::optional<DeviceMemory::Allocation> DeviceMemory::Find(const void* ptr) cons
   const size_t offset =
       static_cast<size_t>(static_cast<const char*>(ptr) - (base_ + device * capacity_));
   std::lock_guard<std::mutex> lock(heap.mu);
-  auto it = heap.live.upper_bound(offset);
-  if (it == heap.live.begin()) return std::nullopt;
-  --it;
-  if (offset >= it->first + std::max<size_t>(it->second, 1)) return std::nullopt;
-  return Allocation{device, base_ + device * capacity_ + it->first, it->second};
+  for (const auto* ranges : {&heap.live, &heap.foreign}) {
+    auto it = ranges->upper_bound(offset);
+    if (it == ranges->begin()) continue;
+    --it;
+    if (offset >= it->first + std::max<size_t>(it->second, 1)) continue;
+    return Allocation{device, base_ + device * capacity_ + it->first, it->second};
+  }
+  return std::nullopt;
+}
+
+size_t DeviceMemory::OffsetOf(const void* ptr) const {
+  return static_cast<size_t>(static_cast<const char*>(ptr) - base_) % capacity_;
+}
+
+absl::Status DeviceMemory::MapRange(int device, size_t offset, size_t length, int fd, size_t fd_offset) {
+  char* device_addr = base_ + device * capacity_ + offset;
+  // Strict mode keeps the device addresses inaccessible to the host, foreign or not.
+  if (!strict_ && mmap(device_addr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                       static_cast<off_t>(fd_offset)) == MAP_FAILED) {
+    return Errno("mapping device memory");
+  }
+  if (mmap(device_addr + span_, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+           static_cast<off_t>(fd_offset)) == MAP_FAILED) {
+    return Errno("mapping the device view");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> DeviceMemory::MapForeign(int device, int fd, size_t fd_offset, size_t bytes) {
+  Heap& heap = *heaps_[device];
+  const size_t length = RoundUp(bytes, kPage);
+  std::lock_guard<std::mutex> lock(heap.mu);
+  const size_t offset = TakeRangeLocked(heap, length);
+  if (offset == std::string::npos) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "xxnpu:", device, " has no free device address range of ", length, " bytes to map shared memory into (",
+        heap.free_bytes, " bytes free of ", capacity_, ")"));
+  }
+  if (absl::Status s = MapRange(device, offset, length, fd, fd_offset); !s.ok()) {
+    // Whatever got replaced must be this device's own memory again before reuse.
+    (void)MapRange(device, offset, length, heap.fd, offset);
+    InsertFree(heap, offset, length);
+    heap.free_bytes += length;
+    return s;
+  }
+  heap.foreign.emplace(offset, bytes);
+  return static_cast<void*>(base_ + device * capacity_ + offset);
+}
+
+absl::Status DeviceMemory::UnmapForeign(void* ptr) {
+  const int device = DeviceOf(ptr);
+  if (device < 0) return absl::InvalidArgumentError("UnmapForeign: not a device pointer");
+  Heap& heap = *heaps_[device];
+  const size_t offset = OffsetOf(ptr);
+  std::lock_guard<std::mutex> lock(heap.mu);
+  auto it = heap.foreign.find(offset);
+  if (it == heap.foreign.end()) return absl::InvalidArgumentError("UnmapForeign: not a mapped range");
+  const size_t length = RoundUp(it->second, kPage);
+  // Own pages under the range were punched when it was last freed: mapping them back
+  // costs no memory until the range is allocated again.
+  XXNPU_RETURN_IF_ERROR(MapRange(device, offset, length, heap.fd, offset));
+  heap.foreign.erase(it);
+  InsertFree(heap, offset, length);
+  heap.free_bytes += length;
+  return absl::OkStatus();
 }
 
 size_t DeviceMemory::FreeBytes(int device) const {
@@ -175,6 +253,8 @@ void DeviceMemory::FreeAll(int device) {
   Heap& heap = *heaps_[device];
   std::lock_guard<std::mutex> lock(heap.mu);
   heap.live.clear();
+  for (const auto& [offset, bytes] : heap.foreign) (void)MapRange(device, offset, RoundUp(bytes, kPage), heap.fd, offset);
+  heap.foreign.clear();
   heap.free_ranges.clear();
   ReleasePages(heap, 0, capacity_);
   heap.free_ranges.emplace(0, capacity_);

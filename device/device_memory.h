@@ -51,6 +51,17 @@ class DeviceMemory {
   // Which device's address range holds `ptr`, or -1.
   int DeviceOf(const void* ptr) const;
 
+  // Inter-process sharing (device/ipc.h). The memfd behind `device`'s memory, and where
+  // `ptr` (a live allocation's start) lies in it.
+  int HeapFd(int device) const { return heaps_[device]->fd; }
+  size_t OffsetOf(const void* ptr) const;
+  // Maps `bytes` of another process's device memory (`fd` at `fd_offset`) into a free
+  // range of `device`'s addresses, both halves, so kernels and copies reach it like an
+  // allocation of this process. Find() reports it; Free() refuses it.
+  absl::StatusOr<void*> MapForeign(int device, int fd, size_t fd_offset, size_t bytes);
+  // Puts this device's own memory back under a range MapForeign returned and frees it.
+  absl::Status UnmapForeign(void* ptr);
+
   char* range_begin() const { return base_; }
   char* range_end() const { return base_ + span_; }
   ptrdiff_t view_offset() const { return static_cast<ptrdiff_t>(span_); }
@@ -61,15 +72,22 @@ class DeviceMemory {
     mutable std::mutex mu;
     std::map<size_t, size_t> free_ranges;  // offset -> length, coalesced
     std::map<size_t, size_t> live;         // offset -> requested bytes
+    std::map<size_t, size_t> foreign;      // offset -> bytes mapped by MapForeign
     size_t free_bytes = 0;
   };
   DeviceMemory() = default;
   void ReleasePages(Heap& heap, size_t offset, size_t length);
   void InsertFree(Heap& heap, size_t offset, size_t length);
+  // First fit; the range's offset, or npos. Called with heap.mu held.
+  size_t TakeRangeLocked(Heap& heap, size_t length);
+  // Maps `fd` at `fd_offset` under the device addresses (unless strict) and the device
+  // view of `device`'s range [offset, offset + length).
+  absl::Status MapRange(int device, size_t offset, size_t length, int fd, size_t fd_offset);
 
   char* base_ = nullptr;   // start of the reserved range (device addresses)
   size_t capacity_ = 0;    // bytes per device (page multiple)
   size_t span_ = 0;        // devices * capacity_: the device-address half
+  bool strict_ = false;
   std::vector<std::unique_ptr<Heap>> heaps_;
 };
 

@@ -19,6 +19,7 @@
 #include "device/compute_pool.h"
 #include "device/device_memory.h"
 #include "device/env_config.h"
+#include "device/runtime_internal.h"
 #include "device/status_macros.h"
 #include "device/stream_engine.h"
 
@@ -30,6 +31,7 @@ std::atomic<char*> g_range_begin{nullptr};
 std::atomic<char*> g_range_end{nullptr};
 std::atomic<ptrdiff_t> g_view_offset{0};
 std::atomic<size_t> g_capacity{1};
+std::atomic<internal::FreeHook> g_free_hook{nullptr};
 
 thread_local int t_current_device = 0;
 
@@ -733,6 +735,7 @@ absl::Status xxnpuFree(void* device_ptr) {
   // Work in flight may still use the memory: wait, as cudaFree does. This is what makes
   // a raw free expensive and the caching allocator worthwhile.
   WaitDeviceIdle(rt.device(device));
+  if (internal::FreeHook hook = g_free_hook.load(std::memory_order_acquire)) XXNPU_RETURN_IF_ERROR(hook(device_ptr));
   XXNPU_ASSIGN_OR_RETURN(DeviceMemory::Allocation a, rt.memory().Free(device_ptr));
   EmitMemoryRecord("xxnpuFree", device, device_ptr, -static_cast<int64_t>(a.size));
   return absl::OkStatus();
@@ -969,5 +972,21 @@ absl::Status xxnpuLaunchHostFunc(xxnpuStream_t stream, absl::AnyInvocable<void()
   if (rt.config().launch_blocking) s->WaitFor(seq);
   return absl::OkStatus();
 }
+
+namespace internal {
+
+absl::StatusOr<DeviceMemory*> RuntimeMemory() {
+  XXNPU_RUNTIME(rt);
+  return &rt.memory();
+}
+
+void WaitDeviceIdle(int device) {
+  Runtime& rt = Runtime::Get();
+  if (rt.status().ok() && device >= 0 && device < rt.device_count()) xxnpu::WaitDeviceIdle(rt.device(device));
+}
+
+void SetFreeHook(FreeHook hook) { g_free_hook.store(hook, std::memory_order_release); }
+
+}  // namespace internal
 
 }  // namespace xxnpu

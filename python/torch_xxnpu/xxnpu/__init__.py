@@ -182,7 +182,10 @@ from torch_xxnpu.xxnpu.streams import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.streams import __all__ as _streams_all  # noqa: E402
 from torch_xxnpu.xxnpu.memory import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
-from torch_xxnpu.xxnpu import memory, profiler, random, streams, _utils  # noqa: F401,E402
+from torch_xxnpu.xxnpu.ipc import ipc_collect  # noqa: F401,E402
+from torch_xxnpu.xxnpu import ipc, memory, profiler, random, streams, _utils  # noqa: F401,E402
+
+ipc._install()
 
 __all__ = [
     "is_available",
@@ -199,4 +202,5 @@ __all__ = [
     "get_device_capability",
     "get_amp_supported_dtype",
     "is_bf16_supported",
+    "ipc_collect",
 ] + _random_all + _streams_all + _memory_all
