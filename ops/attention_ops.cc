@@ -89,7 +89,6 @@ const char* FusedUnsupportedReason(const at::Tensor& q, const at::Tensor& k, con
     return "dtypes other than float32, float16 or bfloat16 shared by query, key and value";
   }
   if (dropout_p > 0.0) return "dropout (dropout_p > 0)";
-  if (is_causal && mask.has_value() && mask->defined()) return "is_causal together with attn_mask";
   if (q.size(0) != k.size(0) || k.size(0) != v.size(0)) return "different batch sizes";
   if (k.size(1) != v.size(1) || k.size(2) != v.size(2)) return "key and value of different heads or lengths";
   if (q.size(3) != k.size(3) || q.size(3) == 0 || v.size(3) == 0) return "head dims that differ or are 0";
@@ -272,7 +271,8 @@ Scratch& ThreadScratch() {
 int64_t KeyEnd(const AttnGeom& g, int64_t i0, int64_t nq) { return g.causal ? std::min(g.S, i0 + nq) : g.S; }
 
 // The scores tile s [R, nk] (R = group * nq rows, row r = head j * nq + (i - i0)) for
-// keys [j0, j0 + nk): mask added, causal positions set to -inf.
+// keys [j0, j0 + nk): mask added, causal positions set to -inf (both apply when both are
+// given, as in the CPU's SDPA; the math path rejects that combination).
 template <typename T>
 void MaskScores(const AttnGeom& g, int64_t b, int64_t hk, int64_t i0, int64_t nq, int64_t j0, int64_t nk,
                 float* s) {
@@ -609,7 +609,6 @@ void CheckFusedArgs(const char* op, const at::Tensor& q, const at::Tensor& k, co
   TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, op, ": query's ", q.size(1),
               " heads must be a multiple of key's ", k.size(1), " heads");
   if (bias.defined()) {
-    TORCH_CHECK(!is_causal, op, ": attn_bias together with is_causal is not supported");
     TORCH_CHECK(bias.scalar_type() == q.scalar_type() || bias.scalar_type() == at::kBool, op,
                 ": attn_bias must be bool or of query's dtype ", q.scalar_type(), ", got ", bias.scalar_type());
     TORCH_CHECK(MaskBroadcasts(bias, {q.size(0), q.size(1), q.size(2), k.size(2)}), op, ": attn_bias of shape ",

@@ -47,7 +47,7 @@ def _check(got, ref, dtype):
     assert got.shape == ref.shape, (got.shape, ref.shape)
     # Gradients of long sums lose more precision in half types: scale by the magnitude.
     tol = dict(TOL[dtype])
-    if dtype != torch.float32:
+    if dtype != torch.float32 and ref.numel():
         tol["atol"] *= max(1.0, ref.abs().max().item())
     torch.testing.assert_close(got, ref, **tol)
 
@@ -72,6 +72,8 @@ CASES = {
     # More than one key tile (128) and query block: the online softmax across tiles.
     "long_causal_gqa": (1, 4, 2, 300, 300, 32, 32, True, None),
     "long_mask": (1, 2, 2, 150, 260, 24, 24, False, ("bool", (150, 260))),
+    # Both: the CPU's SDPA applies both (its math path rejects the combination).
+    "causal_and_mask": (2, 4, 2, 140, 140, 16, 16, True, ("bool", (2, 1, 140, 140))),
 }
 
 
@@ -109,6 +111,8 @@ def test_fused_matches_cpu_and_math_path(case, dtype):
     for got, ref in zip(grads, ref_grads):
         assert got.dtype == dtype
         _check(got, ref, dtype)
+    if kw["is_causal"] and m is not None:
+        return  # the math path rejects is_causal with a mask
     # xxnpu's own math path on the same inputs.
     with sdpa_kernel(SDPBackend.MATH):
         math_out, math_grads = _sdpa_with_grads(xq, xk, xv, xm, xgrad, **kw)
@@ -179,9 +183,12 @@ def test_fully_masked_rows_and_zero_lengths_behave_as_on_cpu(dtype):
 
 
 def test_scale_argument():
+    """Against the CPU's math path: the CPU's flash kernel gives NaN rows for a negative
+    scale with is_causal (torch 2.13)."""
     q, k, v, m, grad, kw = _inputs("causal", torch.float32)
     for scale in (0.05, 1.0, -0.3):
-        ref_out, ref_grads = _sdpa_with_grads(q, k, v, None, grad, scale=scale, **kw)
+        with sdpa_kernel(SDPBackend.MATH):
+            ref_out, ref_grads = _sdpa_with_grads(q, k, v, None, grad, scale=scale, **kw)
         out, grads = _sdpa_with_grads(_x(q), _x(k), _x(v), None, _x(grad), scale=scale, **kw)
         _check(out, ref_out, torch.float32)
         for got, ref in zip(grads, ref_grads):
@@ -260,12 +267,9 @@ def test_bad_input_raises_like_the_cpu():
     k3, v3 = k[:, :3], v[:, :3]
     _raises_like_cpu(sdpa, (q, k3, v3), (_x(q), _x(k3), _x(v3)))
     _raises_like_cpu(lambda *a: sdpa(*a, enable_gqa=True), (q, k3, v3), (_x(q), _x(k3), _x(v3)))
-    # mask that does not broadcast; causal with a mask
+    # a mask that does not broadcast
     bad = torch.zeros(4, 4)
     _raises_like_cpu(lambda a, b, c, m: sdpa(a, b, c, attn_mask=m), (q, k, v, bad), (_x(q), _x(k), _x(v), _x(bad)))
-    ok = torch.zeros(3, 5)
-    _raises_like_cpu(lambda a, b, c, m: sdpa(a, b, c, attn_mask=m, is_causal=True), (q, k, v, ok),
-                     (_x(q), _x(k), _x(v), _x(ok)))
 
 
 def test_the_op_called_directly_checks_its_arguments():
