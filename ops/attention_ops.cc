@@ -49,6 +49,11 @@ extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
             const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
             const int* ldc);
+// MKL's per-thread thread count (weak: another BLAS links without it). The kernels call
+// the BLAS on small tiles from every compute thread at once; left to itself MKL would
+// start an OpenMP team per call on cores the other compute threads are using (measured:
+// the llama_decode prefill shape's forward took 608 us per call instead of 180).
+int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h's C entry point
 }
 
 namespace xxnpu {
@@ -305,9 +310,26 @@ void LoadQueries(const AttnGeom& g, int64_t b, int64_t hk, int64_t i0, int64_t n
   }
 }
 
+// The BLAS single-threaded on the calling compute thread for a scope.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() {
+    if (MKL_Set_Num_Threads_Local != nullptr) previous_ = MKL_Set_Num_Threads_Local(1);
+  }
+  ~SingleThreadedBlas() {
+    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(previous_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 // Runs `body(item)` over [begin, end), turning an exception into a failed kernel.
 template <typename F>
 absl::Status ForItems(int64_t begin, int64_t end, F&& body) {
+  const SingleThreadedBlas single_threaded;
   try {
     for (int64_t item = begin; item < end; ++item) body(item);
   } catch (const c10::Error& e) {
