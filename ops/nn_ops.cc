@@ -1,6 +1,6 @@
 // Neural-network ops on xxnpu: softmax / log_softmax (+ backward), layer norm (+ backward),
-// dropout, nll_loss (+ backward), embedding backward, and the attention backend choice
-// that routes scaled_dot_product_attention to its math path (matmul + softmax, all native).
+// dropout, nll_loss (+ backward), embedding backward. (The SDPA backend choice and the
+// fused attention kernels are in attention_ops.cc.)
 //
 // The row ops view their input as [outer, dim, inner] (contiguous) and give each device
 // block a range of rows; statistics are kept in float32 or wider.
@@ -496,13 +496,6 @@ at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
   return out;
 }
 
-// scaled_dot_product_attention on xxnpu takes its math path (matmul, softmax, ...: native
-// kernels), forward and backward. 0 is sdp::SDPBackend::math.
-int64_t FusedSdpChoice(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                       double, bool, std::optional<double>, bool) {
-  return 0;
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax.out", &SoftmaxOut<false>);
   m.impl("_log_softmax.out", &SoftmaxOut<true>);
@@ -515,7 +508,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward", &NllLossForward);
   m.impl("nll_loss_backward", &NllLossBackward);
   m.impl("embedding_dense_backward", &EmbeddingDenseBackward);
-  m.impl("_fused_sdp_choice", &FusedSdpChoice);
 }
 
 }  // namespace

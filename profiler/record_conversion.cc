@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/strings/str_cat.h"
+
 namespace xxnpu::profiler {
 namespace {
 
@@ -107,9 +109,9 @@ int32_t OpId(uint64_t external_id) { return static_cast<int32_t>(external_id); }
 
 double Round3(double x) { return std::round(x * 1000.0) / 1000.0; }
 
-std::string Dim3Json(const uint32_t d[3]) {
-  return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
-}
+// absl::StrCat rather than chained std::string operator+, on which GCC 12 at -O3 reports a
+// false -Wrestrict (an error under --config=ci --config=opt).
+std::string Dim3Json(const uint32_t d[3]) { return absl::StrCat("[", d[0], ", ", d[1], ", ", d[2], "]"); }
 
 std::string Hex(uint64_t v) {
   char buf[32];
