@@ -34,6 +34,16 @@ GTEST_MAIN = "@com_google_googletest//:gtest_main"
 GTEST = "@com_google_googletest//:gtest"
 BENCHMARK_MAIN = "@com_github_google_benchmark//:benchmark_main"
 
+# The implementation of the runtime API (device/runtime.h), chosen at link time: libraries
+# depend on //device:runtime_api only, and every final binary made here (tests,
+# benchmarks, programs, the Python extension) links the selected driver
+# (--//device:driver=..., docs/porting.md). A Label, so it names this repository's flag
+# even when the macro is called from another workspace.
+DRIVER = Label("//device:driver")
+
+def _driver_deps(driver):
+    return [DRIVER] if driver else []
+
 def _torch_deps(torch, kineto):
     deps = []
     if torch or kineto:
@@ -60,33 +70,37 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
         **kwargs
     )
 
-def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, **kwargs):
-    """A GoogleTest test. `size` is required so every test states its budget."""
+def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, **kwargs):
+    """A GoogleTest test. `size` is required so every test states its budget.
+
+    `driver = False` leaves out the selected runtime driver (tests of the simulator itself
+    link it directly; tests that never call the runtime need none).
+    """
     native.cc_test(
         name = name,
         size = size,
-        deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST],
+        deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
         **kwargs
     )
 
-def xxnpu_cc_binary(name, deps = [], copts = [], torch = False, kineto = False, **kwargs):
-    """A C++ program (examples, tools)."""
+def xxnpu_cc_binary(name, deps = [], copts = [], torch = False, kineto = False, driver = True, **kwargs):
+    """A C++ program (examples, tools), linked with the selected runtime driver."""
     native.cc_binary(
         name = name,
-        deps = deps + _torch_deps(torch, kineto),
+        deps = deps + _torch_deps(torch, kineto) + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
         **kwargs
     )
 
-def xxnpu_cc_benchmark(name, deps = [], copts = [], torch = False, tags = [], **kwargs):
+def xxnpu_cc_benchmark(name, deps = [], copts = [], torch = False, tags = [], driver = True, **kwargs):
     """A Google Benchmark program, tagged `benchmark`; run it with `bazel run -c opt`.
 
     It is a binary, not a test, so `bazel test //...` never runs it.
     """
     native.cc_binary(
         name = name,
-        deps = deps + _torch_deps(torch, False) + [BENCHMARK_MAIN],
+        deps = deps + _torch_deps(torch, False) + [BENCHMARK_MAIN] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
         tags = tags + ["benchmark"],
         **kwargs
@@ -102,7 +116,7 @@ def xxnpu_py_extension(name, deps = [], linkopts = [], tags = [], **kwargs):
     native.cc_binary(
         name = name + ".so",
         linkshared = True,
-        deps = deps + ["@local_torch//:torch_python"],
+        deps = deps + ["@local_torch//:torch_python", DRIVER],
         linkopts = linkopts + ["-Wl,-rpath,$$ORIGIN/_libs"],
         copts = XXNPU_COPTS,
         # An instrumented extension cannot load into the uninstrumented interpreter.

@@ -1,4 +1,4 @@
-#include "device/device_memory.h"
+#include "device/simulator/device_memory.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "device/status_macros.h"
+#include "device/simulator/status_macros.h"
 
 namespace xxnpu {
 namespace {

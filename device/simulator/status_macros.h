@@ -1,6 +1,6 @@
 // Early-return helpers for absl::Status / absl::StatusOr (abseil does not export its own).
-#ifndef TORCH_XXNPU_DEVICE_STATUS_MACROS_H_
-#define TORCH_XXNPU_DEVICE_STATUS_MACROS_H_
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_STATUS_MACROS_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,4 +23,4 @@
   if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 
-#endif  // TORCH_XXNPU_DEVICE_STATUS_MACROS_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_STATUS_MACROS_H_

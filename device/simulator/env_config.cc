@@ -1,4 +1,4 @@
-#include "device/env_config.h"
+#include "device/simulator/env_config.h"
 
 #include <thread>
 

@@ -1,6 +1,6 @@
 // The runtime's configuration, read from environment variables once per process.
-#ifndef TORCH_XXNPU_DEVICE_ENV_CONFIG_H_
-#define TORCH_XXNPU_DEVICE_ENV_CONFIG_H_
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_ENV_CONFIG_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_ENV_CONFIG_H_
 
 #include <cstddef>
 #include <functional>
@@ -39,4 +39,4 @@ absl::StatusOr<size_t> ParseByteSize(const std::string& text);
 
 }  // namespace xxnpu
 
-#endif  // TORCH_XXNPU_DEVICE_ENV_CONFIG_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_ENV_CONFIG_H_

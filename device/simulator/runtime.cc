@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "device/activity_trace.h"
 #include "device/clock.h"
-#include "device/compute_pool.h"
-#include "device/device_memory.h"
-#include "device/env_config.h"
-#include "device/runtime_internal.h"
-#include "device/status_macros.h"
-#include "device/stream_engine.h"
+#include "device/simulator/compute_pool.h"
+#include "device/simulator/device_memory.h"
+#include "device/simulator/env_config.h"
+#include "device/simulator/runtime_internal.h"
+#include "device/simulator/status_macros.h"
+#include "device/simulator/stream_engine.h"
 
 namespace xxnpu {
 namespace {

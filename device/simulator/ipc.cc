@@ -27,8 +27,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/runtime.h"
-#include "device/runtime_internal.h"
-#include "device/status_macros.h"
+#include "device/simulator/runtime_internal.h"
+#include "device/simulator/status_macros.h"
 
 namespace xxnpu {
 namespace {

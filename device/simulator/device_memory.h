@@ -8,8 +8,8 @@
 // An allocation's pages are backed by RAM and mapped in the device view when it is made
 // (as a driver maps device pages), and freeing punches them out of the memfd, so a large
 // nominal capacity costs nothing until allocated.
-#ifndef TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
-#define TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_DEVICE_MEMORY_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_DEVICE_MEMORY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -93,4 +93,4 @@ class DeviceMemory {
 
 }  // namespace xxnpu
 
-#endif  // TORCH_XXNPU_DEVICE_DEVICE_MEMORY_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_DEVICE_MEMORY_H_

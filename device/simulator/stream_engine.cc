@@ -1,4 +1,4 @@
-#include "device/stream_engine.h"
+#include "device/simulator/stream_engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/activity_trace.h"
 #include "device/clock.h"
+#include "device/runtime.h"
 
 
 namespace xxnpu {

@@ -5,8 +5,8 @@
 // an event must not hold up the others, and communication overlaps compute), exactly as
 // hardware queues do. Kernels themselves fan out over the device's ComputePool, so the
 // number of streams does not multiply compute threads.
-#ifndef TORCH_XXNPU_DEVICE_STREAM_ENGINE_H_
-#define TORCH_XXNPU_DEVICE_STREAM_ENGINE_H_
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_STREAM_ENGINE_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_STREAM_ENGINE_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -17,8 +17,8 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "device/compute_pool.h"
-#include "device/runtime.h"
+#include "device/simulator/compute_pool.h"
+#include "device/runtime_types.h"
 #include "device/spin_lock.h"
 
 namespace xxnpu {
@@ -209,4 +209,4 @@ struct StreamImpl {
 
 }  // namespace xxnpu
 
-#endif  // TORCH_XXNPU_DEVICE_STREAM_ENGINE_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_STREAM_ENGINE_H_

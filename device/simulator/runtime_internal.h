@@ -1,11 +1,11 @@
 // What the runtime's own extensions (device/ipc.cc) need from inside runtime.cc: the
-// memory space and the device-idle wait. Not an API: only targets of device/ may see it.
-#ifndef TORCH_XXNPU_DEVICE_RUNTIME_INTERNAL_H_
-#define TORCH_XXNPU_DEVICE_RUNTIME_INTERNAL_H_
+// memory space and the device-idle wait. Not an API: only the simulator (device/simulator/) sees it.
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_RUNTIME_INTERNAL_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_RUNTIME_INTERNAL_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "device/device_memory.h"
+#include "device/simulator/device_memory.h"
 
 namespace xxnpu::internal {
 
@@ -21,4 +21,4 @@ void SetFreeHook(FreeHook hook);
 
 }  // namespace xxnpu::internal
 
-#endif  // TORCH_XXNPU_DEVICE_RUNTIME_INTERNAL_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_RUNTIME_INTERNAL_H_

@@ -1,4 +1,4 @@
-#include "device/compute_pool.h"
+#include "device/simulator/compute_pool.h"
 
 #include <algorithm>
 

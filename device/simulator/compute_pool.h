@@ -4,8 +4,8 @@
 // The stream thread always works on its own kernel, so a pool of N compute threads has
 // N-1 workers; with N = 1 every kernel runs on its stream thread alone. Jobs from
 // higher-priority streams are served first.
-#ifndef TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_
-#define TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_
+#ifndef TORCH_XXNPU_DEVICE_SIMULATOR_COMPUTE_POOL_H_
+#define TORCH_XXNPU_DEVICE_SIMULATOR_COMPUTE_POOL_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -17,7 +17,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "device/runtime.h"
+#include "device/runtime_types.h"
 
 namespace xxnpu {
 
@@ -61,4 +61,4 @@ class ComputePool {
 
 }  // namespace xxnpu
 
-#endif  // TORCH_XXNPU_DEVICE_COMPUTE_POOL_H_
+#endif  // TORCH_XXNPU_DEVICE_SIMULATOR_COMPUTE_POOL_H_
