@@ -9,9 +9,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
+# cquery, not query: it takes the build's options (.bazelrc.user's --repo_env), so it
+# does not re-fetch the torch repository with a different environment.
+q() { bazel cquery --config=ci "$1" 2>/dev/null | sed 's/ (.*)$//' | sort; }
 
-missing="$(comm -23 <(bazel query --config=ci 'tests(//...)' 2>/dev/null | sort) \
-                    <(bazel query --config=ci 'tests(//:all_tests)' 2>/dev/null | sort))"
+all="$(q 'tests(//...)')"
+if [[ $(wc -l <<<"$all") -lt 10 ]]; then
+  echo "check_layout: bazel cquery 'tests(//...)' failed or found almost nothing:" >&2
+  bazel cquery --config=ci 'tests(//...)' >&2 || true
+  exit 1
+fi
+missing="$(comm -23 <(echo "$all") <(q 'tests(//:all_tests)'))"
 if [[ -n "$missing" ]]; then
   echo "check_layout: tests not reached from //:all_tests (add them to their package's" \
        "\`tests\` suite, and the suite to //:all_tests in BUILD.bazel):" >&2
@@ -19,8 +27,7 @@ if [[ -n "$missing" ]]; then
   status=1
 fi
 
-upward="$(bazel query --config=ci \
-  'rdeps(//device/... + //ops/... + //profiler/... + //distributed/..., //python:torch_xxnpu)' 2>/dev/null)"
+upward="$(q 'rdeps(//..., //python:torch_xxnpu)' | grep -E '^//(device|ops|profiler|distributed)[/:]' || true)"
 if [[ -n "$upward" ]]; then
   echo "check_layout: lower layers depend on //python:torch_xxnpu (move these to testing/" \
        "or benchmarks/):" >&2
@@ -28,5 +35,5 @@ if [[ -n "$upward" ]]; then
   status=1
 fi
 
-[[ $status -eq 0 ]] && echo "check_layout: ok ($(bazel query --config=ci 'tests(//:all_tests)' 2>/dev/null | wc -l) tests in //:all_tests, no upward dependency on //python)"
+[[ $status -eq 0 ]] && echo "check_layout: ok ($(q 'tests(//:all_tests)' | wc -l) tests in //:all_tests, no upward dependency on //python)"
 exit $status
