@@ -16,16 +16,12 @@
 #include "device/caching_allocator.h"
 #include "device/runtime.h"
 #include "device/runtime_allocator_backend.h"
+#include "device/test_util.h"
 
 namespace xxnpu {
 namespace {
 
-void Check(const absl::Status& s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    std::abort();
-  }
-}
+using test_util::Check;
 
 void* CheckPtr(absl::StatusOr<void*> p) {
   Check(p.status());

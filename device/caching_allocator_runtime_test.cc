@@ -17,6 +17,7 @@
 #include "device/caching_allocator.h"
 #include "device/runtime.h"
 #include "device/runtime_allocator_backend.h"
+#include "device/test_util.h"
 #include "gtest/gtest.h"
 
 namespace xxnpu {
@@ -35,24 +36,9 @@ const bool kConfigured = [] {
 
 // A kernel that blocks its stream until the test opens the gate: "work still running on
 // stream B" for as long as the test needs.
-struct Gate {
-  std::atomic<bool> open{false};
-  void Wait() const {
-    while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-};
-
-absl::Status LaunchWait(const Gate& gate, xxnpuStream_t stream) {
-  LaunchConfig cfg;
-  cfg.name = "caching_allocator_test_wait";
-  return xxnpuLaunchKernel(
-      cfg,
-      [&gate](BlockRange) {
-        gate.Wait();
-        return absl::OkStatus();
-      },
-      stream);
-}
+using test_util::Gate;
+using test_util::LaunchWait;
+constexpr char kWaitKernel[] = "caching_allocator_test_wait";
 
 void* MustAlloc(CachingAllocator& a, size_t bytes, xxnpuStream_t stream = nullptr) {
   absl::StatusOr<void*> p = a.Allocate(bytes, stream);
@@ -139,7 +125,7 @@ TEST_F(CachingAllocatorRuntimeTest, RecordStreamWaitsForTheOtherStream) {
     void* keep = MustAlloc(alloc, 4 * kKiB);  // p cannot merge with the tail
 
     Gate gate;
-    ASSERT_TRUE(LaunchWait(gate, *b).ok());  // "stream B is still using p"
+    ASSERT_TRUE(LaunchWait(gate, *b, kWaitKernel).ok());  // "stream B is still using p"
     ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
     ASSERT_TRUE(alloc.Free(p).ok());
 
@@ -181,7 +167,7 @@ TEST_F(CachingAllocatorRuntimeTest, EmptyCacheKeepsMemoryPendingOnAStream) {
     CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
     void* p = MustAlloc(alloc, 4 * kKiB);
     Gate gate;
-    ASSERT_TRUE(LaunchWait(gate, *b).ok());
+    ASSERT_TRUE(LaunchWait(gate, *b, kWaitKernel).ok());
     ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
     ASSERT_TRUE(alloc.Free(p).ok());
     ASSERT_TRUE(alloc.EmptyCache().ok());
@@ -237,7 +223,7 @@ TEST_F(CachingAllocatorRuntimeTest, OutOfMemoryWaitsForAStreamStillUsingABlock) 
     CachingAllocator alloc(std::make_unique<RuntimeAllocatorBackend>(0));
     void* p = MustAlloc(alloc, 40 * kMiB);
     Gate gate;
-    ASSERT_TRUE(LaunchWait(gate, *b).ok());
+    ASSERT_TRUE(LaunchWait(gate, *b, kWaitKernel).ok());
     ASSERT_TRUE(alloc.RecordStream(p, *b).ok());
     ASSERT_TRUE(alloc.Free(p).ok());
     // Opens the gate a little later, while the allocator is waiting in its OOM path.

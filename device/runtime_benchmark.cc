@@ -11,16 +11,12 @@
 #include "device/activity_trace.h"
 #include "device/clock.h"
 #include "device/runtime.h"
+#include "device/test_util.h"
 
 namespace xxnpu {
 namespace {
 
-void Check(const absl::Status& s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    std::abort();
-  }
-}
+using test_util::Check;
 
 LaunchConfig EmptyConfig() {
   LaunchConfig cfg;

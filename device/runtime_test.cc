@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "absl/status/status.h"
+#include "device/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,18 +34,8 @@ using ::testing::HasSubstr;
 constexpr size_t kDeviceMemory = size_t{256} << 20;
 
 // A gate a kernel can wait on, so tests control when device work finishes.
-struct Gate {
-  std::atomic<bool> open{false};
-  void Wait() const {
-    while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-};
-
-absl::Status LaunchWait(const Gate& gate, xxnpuStream_t stream) {
-  LaunchConfig cfg;
-  cfg.name = "test_wait_gate";
-  return xxnpuLaunchKernel(cfg, [&gate](BlockRange) { gate.Wait(); return absl::OkStatus(); }, stream);
-}
+using test_util::Gate;
+using test_util::LaunchWait;
 
 template <typename F>
 absl::Status LaunchFn(const char* name, F f, xxnpuStream_t stream) {

@@ -1,9 +1,11 @@
-"""Helpers shared by the cross-layer pytest files in testing/ (imported as `testlib`:
-pytest puts this directory on sys.path)."""
+"""Helpers shared by the pytest files under testing/ (imported as `testlib`: the
+//testing:testlib target puts testing/ on sys.path)."""
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -38,3 +40,29 @@ def opcheck_rows(path):
     with open(path) as f:
         doc = json.load(f)
     return doc, {(r["op"], r["dtype"]): r for r in doc["rows"]}
+
+
+def run_python(code, timeout=120, **env):
+    """Runs `code` (dedented) in a fresh interpreter that sees this one's sys.path, so it
+    can import torch_xxnpu; `env` adds environment variables. Returns the CompletedProcess."""
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def no_fallback():
+    """Fails the enclosed code if any op ran on the CPU fallback. A test module makes it
+    an autouse fixture where its features are native:
+
+        @pytest.fixture(autouse=True)
+        def _no_fallback():
+            with testlib.no_fallback():
+                yield
+    """
+    from torch_xxnpu import ops as xops
+
+    xops.reset_fallback_counts()
+    yield
+    counts = xops.fallback_counts()
+    assert counts == {}, f"ops fell back to the CPU: {counts}"

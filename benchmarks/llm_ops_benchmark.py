@@ -1,7 +1,8 @@
 """torch.ops.xxnpu LLM ops (ops/llm_ops.cc): the xxnpu kernels against the CPU reference
 kernels (plain ATen), measured in the same run with the same number of threads.
 
-    python ops/benchmarks/llm_ops_benchmark.py [--reps 5] [--dtype float32]
+    bazel run --config=opt //benchmarks:llm_ops_benchmark -- [--reps 5] [--dtype float32]
+    python benchmarks/llm_ops_benchmark.py [--reps 5] [--dtype float32]   # torch_xxnpu importable
 
 Shapes of a Llama-3-8B-like layer (hidden 4096, 32 query / 8 kv heads of 128, ffn 14336):
 a decode step of 8 sequences with 1024 tokens of context, and a prefill of 2048 tokens.

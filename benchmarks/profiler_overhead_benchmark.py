@@ -15,7 +15,7 @@ for): the difference to CPU+PrivateUse1 is the device activity collection, the r
 torch's own op recording (which records more ops per `a + b` on xxnpu than on CPU: see
 "recorded per op").
 
-Run: bazel run --config=opt //profiler:overhead_benchmark [-- --ops 2000 --reps 7]
+Run: bazel run --config=opt //benchmarks:profiler_overhead_benchmark [-- --ops 2000 --reps 7]
 The runtime's own per-launch tracing cost is measured by //device:runtime_benchmark
 (BM_LaunchEnqueueTraced vs BM_LaunchEnqueue).
 """

@@ -1,25 +1,15 @@
 """torch.xxnpu at parity with torch.cuda: registration, devices, streams, events, threads,
 and the two default simulated devices."""
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 
 import pytest
 import torch
 
+from testlib import run_python
+
 import torch_xxnpu  # noqa: F401  (registers the backend)
 
 pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel", "ignore:TypedStorage is deprecated")
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    """Runs ``code`` in a fresh interpreter that can import torch_xxnpu."""
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(autouse=True)

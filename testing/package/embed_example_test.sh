@@ -3,8 +3,9 @@
 # targets through local_repository, the way a C++ user embeds torch-xxnpu.
 set -euo pipefail
 python_bin="$1"
-# This script is a symlink into the source tree; the example sits beside testing/.
-embed_dir="$(dirname "$(readlink -f "$0")")/../examples/embed"
+# This script is a symlink into the source tree (testing/package/); the example is
+# examples/embed at the root.
+embed_dir="$(dirname "$(readlink -f "$0")")/../../examples/embed"
 # The outer build's disk cache (tools/configure.py passes it) keeps this fast after the
 # first run; without it the nested build starts cold.
 cache="${XXNPU_BAZEL_DISK_CACHE:-$TEST_TMPDIR/disk_cache}"

@@ -11,8 +11,9 @@ import torch
 import torch.multiprocessing as mp
 from multiprocessing.reduction import ForkingPickler
 
+from testlib import no_fallback
+
 import torch_xxnpu  # noqa: F401
-from torch_xxnpu import ops as xops
 
 TIMEOUT = 90
 ctx = mp.get_context("spawn")
@@ -21,9 +22,8 @@ ctx = mp.get_context("spawn")
 @pytest.fixture(autouse=True)
 def _no_fallback():
     torch.empty(1, device="xxnpu")
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 def _start(name, *args):

@@ -1,23 +1,14 @@
 """torch.xxnpu random-number state (torch.cuda.random's twin): seeds, generator states,
 per-device generators, lazy seeding before initialisation."""
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 
+from testlib import run_python
+
 import torch_xxnpu  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel")
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=120
-    )
 
 
 def draw(device="xxnpu", n=64):

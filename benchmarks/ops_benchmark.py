@@ -1,8 +1,10 @@
 """xxnpu op throughput against the CPU backend, measured in the same run.
 
-    python ops/benchmarks/ops_benchmark.py [--reps 7]
+    bazel run --config=opt //benchmarks:ops_benchmark -- [--reps 7]
+    python benchmarks/ops_benchmark.py [--reps 7]   # with torch_xxnpu importable: the
+                                                    # demo's .venv, or an installed wheel
 
-(with torch_xxnpu importable: the demo's .venv, or an installed wheel). Reports medians:
+Reports medians:
 - the seed's add on [2560, 16, 8, 128] float32 (torch.ops.xxnpu.add vs CPU torch.add), also
   as a fraction of the machine's memory bandwidth measured here (a large tensor copy);
 - a small-op loop (host-bound): 2000 adds of 64-element tensors, launches per second;

@@ -2,7 +2,8 @@
 xxnpu's math path (matmul + softmax + matmul, forced with sdpa_kernel(SDPBackend.MATH)) and
 against the CPU backend's SDPA, measured in the same run with the same number of threads.
 
-    python ops/benchmarks/attention_benchmark.py [--reps 7] [--dtype float32]
+    bazel run --config=opt //benchmarks:attention_benchmark -- [--reps 7] [--dtype float32]
+    python benchmarks/attention_benchmark.py [--reps 7] [--dtype float32]   # torch_xxnpu importable
 
 Shapes: the prefill of examples/llama_decode.py (4 prompts padded to its longest, 30 tokens;
 8 query heads on 2 kv heads of 32; causal, GQA), and one longer sequence (1 x 2048 tokens,

@@ -7,8 +7,10 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+
+from testlib import no_fallback
+
 import torch_xxnpu
-from torch_xxnpu import ops as xops
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
@@ -22,9 +24,8 @@ def _tol(dtype):
 @pytest.fixture(autouse=True)
 def _no_fallback():
     """Every test here must run without a single CPU fallback."""
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 def _rand(shape, dtype, gen, low=-2.0, high=2.0):

@@ -1,7 +1,7 @@
 """all_reduce bus bandwidth: xxccl on xxnpu tensors vs Gloo on CPU tensors of the same
 sizes, in the same run and the same process group ("cpu:gloo,xxnpu:xxccl").
 
-    python distributed/benchmarks/allreduce_benchmark.py [--world 2] [--iters 20]
+    bazel run --config=opt //benchmarks:allreduce_benchmark -- [--world 2] [--iters 20]
         [--sizes 4K,64K,1M,16M,64M] [--transport auto|gloo] [--staging] [--no-check-shapes]
 
 Bus bandwidth as nccl-tests defines it: bytes * 2 (n - 1) / n / time. Each figure is

@@ -8,6 +8,9 @@ import pytest
 import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from testlib import no_fallback
+
 import torch_xxnpu  # noqa: F401  (registers the backend)
 from torch_xxnpu import ops as xops
 
@@ -26,9 +29,8 @@ TOL = {
 @pytest.fixture(autouse=True)
 def _no_fallback():
     """Every test here runs without a single CPU fallback."""
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 def _seeded(fn, seed=0):

@@ -2,29 +2,22 @@
 memory fraction, OOM, and memory snapshots that torch.cuda._memory_viz renders."""
 import base64
 import json
-import os
 import pickle
 import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 from torch.cuda import _memory_viz
+
+from testlib import run_python
 
 import torch_xxnpu  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel")
 
 MiB = 1 << 20
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_xxnpu  # noqa: F401
+from testlib import no_fallback
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch_xxnpu import ops as xops
 
@@ -17,9 +18,8 @@ TOL = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float16: dict(rtol=5e-3,
 
 @pytest.fixture(autouse=True)
 def _no_fallback():
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 def _x(t):

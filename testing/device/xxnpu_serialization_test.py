@@ -1,13 +1,11 @@
 """torch.save / torch.load with xxnpu tensors and modules: location tags, map_location
 both ways, and a clear error for a checkpoint that names a device this machine lacks."""
 import io
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+
+from testlib import run_python
 
 import torch_xxnpu  # noqa: F401
 
@@ -15,13 +13,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel")
 
 DEV0 = torch.device("xxnpu", 0)
 DEV1 = torch.device("xxnpu", 1)
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=120
-    )
 
 
 def roundtrip(obj, **load_kwargs):

@@ -2,25 +2,17 @@
 works) and bad input / faults: clear Python exceptions, never a crashed process."""
 import multiprocessing
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+
+from testlib import run_python
 
 import torch_xxnpu  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel", "ignore:TypedStorage is deprecated")
 
 FORK_MSG = "Cannot re-initialize xxnpu in forked subprocess"
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=120
-    )
 
 
 def _use_device_in_child(queue):

@@ -7,8 +7,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from testlib import no_fallback
+
 import torch_xxnpu  # noqa: F401
-from torch_xxnpu import ops as xops
 
 LOW = [torch.bfloat16, torch.float16]
 
@@ -16,9 +17,8 @@ LOW = [torch.bfloat16, torch.float16]
 @pytest.fixture(autouse=True)
 def _no_fallback():
     """Autocast, the training step and GradScaler's kernels all run on the device."""
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 # Ops on no autocast list: before the AutocastPrivateUse1 fallthrough (ops/autocast.cc)

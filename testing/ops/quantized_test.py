@@ -6,8 +6,10 @@ import warnings
 
 import pytest
 import torch
+
+from testlib import no_fallback
+
 import torch_xxnpu  # noqa: F401  (registers the device)
-from torch_xxnpu import ops as xops
 
 QDTYPES = [torch.qint8, torch.quint8, torch.qint32]
 warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*deprecated.*")
@@ -16,9 +18,8 @@ warnings.filterwarnings("ignore", message=".*quantized tensor creation functions
 @pytest.fixture(autouse=True)
 def _no_fallback():
     """Quantization is native: nothing here may run on the CPU fallback."""
-    xops.reset_fallback_counts()
-    yield
-    assert xops.fallback_counts() == {}, f"ops fell back to the CPU: {xops.fallback_counts()}"
+    with no_fallback():
+        yield
 
 
 def _data(shape, seed, spread=3.0):
