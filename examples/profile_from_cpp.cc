@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   profiler::prepareProfiler(config, activities);
   profiler::enableProfiler(config, activities);
 
-  xxnpu::MarkerRangePush("step");  // an NVTX-like range (torch.xxnpu.profiler.range)
+  xxnpu::MarkerRangePush("step");  // an NVTX-like range (torch.xxnpu.markers.range)
   at::Tensor c = XxnpuAdd(a, b);
   at::Tensor d = c * c;
   at::Tensor host = d.cpu();

@@ -41,8 +41,9 @@
 
 #include "absl/status/status.h"
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
-#include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 extern "C" {
 // BLAS (Fortran ABI), exported by libtorch_cpu.

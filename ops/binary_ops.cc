@@ -9,6 +9,7 @@
 
 #include "ops/binary_ops.h"
 #include "ops/elementwise.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
 namespace {

@@ -11,6 +11,8 @@
 #include <optional>
 #include <set>
 
+#include "ops/xxnpu_tensor.h"
+
 namespace xxnpu {
 namespace {
 
@@ -31,7 +33,7 @@ std::set<std::string>& Warned() {
 // them all to the CPU and return the result on the first tensor's device. Same rule as
 // CUDA here: every tensor argument must be on one device, except CPU 0-dim tensors (the
 // scalars TensorIterator ops accept on CUDA too) and the CPU `indices` of indexing ops.
-void CheckSameDevice(const c10::OperatorHandle& op, const torch::jit::Stack& stack, const std::string& name) {
+void CheckOperandDevices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, const std::string& name) {
   const auto& args = op.schema().arguments();
   static const std::set<std::string> kCpuIndicesOk = {"aten::index", "aten::index_put_", "aten::index_put",
                                                       "aten::_index_put_impl_", "aten::_unsafe_index",
@@ -47,8 +49,7 @@ void CheckSameDevice(const c10::OperatorHandle& op, const torch::jit::Stack& sta
       common = t.device();
       return;
     }
-    TORCH_CHECK(*common == t.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
-                *common, " and ", t.device(), "! (when checking argument for argument ", arg, " in method ", name, ")");
+    CheckSameDevice(name.c_str(), arg.c_str(), t, *common);
   };
   const size_t first = stack.size() - args.size();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -65,7 +66,7 @@ void CheckSameDevice(const c10::OperatorHandle& op, const torch::jit::Stack& sta
 
 void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.operator_name());
-  CheckSameDevice(op, *stack, name);
+  CheckOperandDevices(op, *stack, name);
   TORCH_CHECK_NOT_IMPLEMENTED(!StrictFallback(), "xxnpu: ", name,
                               " has no xxnpu kernel and XXNPU_STRICT_FALLBACK=1 forbids running it on the CPU");
   bool first;

@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/binary_ops.h"
-#include "ops/device_loop.h"
 
 namespace xxnpu {
 namespace {

@@ -22,6 +22,7 @@
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
 namespace {

@@ -27,9 +27,10 @@
 
 #include "absl/status/status.h"
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
-#include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
 namespace {

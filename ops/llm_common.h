@@ -35,8 +35,9 @@
 
 #include "absl/status/status.h"
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
-#include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu::llm {
 
@@ -69,16 +70,20 @@ inline void CheckDim(const char* op, const char* arg, const at::Tensor& t, int64
   TORCH_CHECK(t.dim() == dim, op, ": ", arg, " must be ", dim, "-D ", layout, ", got shape ", t.sym_sizes());
 }
 
-// xxnpu kernels: every tensor on the first one's xxnpu device (the dispatcher picks the
-// xxnpu kernel as soon as one argument is on xxnpu, so a CPU argument lands here).
+// xxnpu kernels: every tensor on one xxnpu device, the first xxnpu argument's (the
+// dispatcher picks the xxnpu kernel as soon as one argument is on xxnpu, so a CPU argument
+// lands here), with CUDA's message (CheckSameDevice).
 inline void CheckDevices(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> args) {
-  const auto& [first_name, first] = *args.begin();
-  TORCH_CHECK(first->device().is_privateuseone(), op, ": ", first_name, " must be on an xxnpu device, got ",
-              first->device());
+  const at::Tensor* anchor = nullptr;
   for (const auto& [name, t] : args) {
-    TORCH_CHECK(t->device() == first->device(), op, ": expected all tensors on ", first->device(), " (where ",
-                first_name, " is), but ", name, " is on ", t->device());
+    if (t->device().is_privateuseone()) {
+      anchor = t;
+      break;
+    }
   }
+  TORCH_CHECK(anchor != nullptr, op, ": expected ", args.begin()->first, " on an xxnpu device, got ",
+              args.begin()->second->device());
+  for (const auto& [name, t] : args) CheckSameDevice(op, name, *t, anchor->device());
 }
 
 // A 2-D [rows, cols] description of `t` (which may have any number of leading dims) as a

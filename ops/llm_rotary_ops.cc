@@ -23,7 +23,6 @@
 #include "absl/strings/str_cat.h"
 #include "device/c10/torch_status.h"
 #include "device/runtime.h"
-#include "ops/device_loop.h"
 #include "ops/fast_math.h"
 #include "ops/llm_common.h"
 

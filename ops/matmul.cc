@@ -21,9 +21,10 @@
 #include <vector>
 
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
-#include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,

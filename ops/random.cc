@@ -16,10 +16,11 @@
 #include <mutex>
 
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/generator/philox.h"
 #include "device/generator/xxnpu_generator.h"
+#include "device/runtime.h"
 #include "ops/cpu_fallback.h"
-#include "ops/device_loop.h"
 
 namespace xxnpu {
 namespace {

@@ -25,9 +25,10 @@
 #include <vector>
 
 #include "device/c10/torch_status.h"
+#include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
-#include "ops/device_loop.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
 namespace {
@@ -427,10 +428,6 @@ at::Tensor PrepareOut(at::Tensor& out, const at::Tensor& self, const std::vector
   return view;
 }
 
-void CheckDevice(const at::Tensor& self, const at::Tensor& out, const char* op) {
-  TORCH_CHECK(self.device() == out.device(), op, ": expected out on ", self.device(), " but got ", out.device());
-}
-
 void CheckNonEmpty(const at::Tensor& self, const std::vector<bool>& mask, const char* op) {
   if (self.numel() != 0) return;
   for (int64_t d = 0; d < self.dim(); ++d) {
@@ -456,7 +453,7 @@ at::ScalarType SumDtype(const at::Tensor& self, std::optional<at::ScalarType> dt
 template <template <typename> class Reducer>
 at::Tensor& SumLike(const char* name, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out, bool float_only) {
-  CheckDevice(self, out, name);
+  CheckSameDevice(name, "out", out, self.device());
   const at::ScalarType t = dtype ? *dtype : out.scalar_type();
   TORCH_CHECK(!float_only || at::isFloatingType(t) || at::isComplexType(t), name,
               "(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
@@ -505,7 +502,7 @@ at::Tensor Prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
 template <bool kMax>
 at::Tensor& AmaxOut(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   const char* name = kMax ? "xxnpu::amax" : "xxnpu::amin";
-  CheckDevice(self, out, name);
+  CheckSameDevice(name, "out", out, self.device());
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), name, "(): Expected the dtype for input and out to match, but got ",
               self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
   if (at::isComplexType(self.scalar_type())) {
@@ -677,7 +674,7 @@ at::Tensor& VectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::Opt
 template <bool kAll>
 at::Tensor& AllAnyDimsOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
   const char* name = kAll ? "xxnpu::all" : "xxnpu::any";
-  CheckDevice(self, out, name);
+  CheckSameDevice(name, "out", out, self.device());
   TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, name,
               ": expected a bool or uint8 out tensor, got ", out.scalar_type());
   if (at::isComplexType(self.scalar_type())) {

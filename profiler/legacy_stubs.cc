@@ -2,7 +2,7 @@
 //   torch.autograd.profiler.profile(use_device="xxnpu", use_kineto=False) times each op on
 //   the device with these ProfilerStubs (an xxnpu timing event recorded before and after
 //   the op, elapsed from the device's timestamps), and
-//   torch.xxnpu.profiler.emit_xxnpu() (ProfilerState.PRIVATEUSE1) pushes the observer
+//   torch.xxnpu.markers.emit_xxnpu() (ProfilerState.PRIVATEUSE1) pushes the observer
 //   below, which wraps every op in an xxnpu marker range, as emit_nvtx does with NVTX.
 #include <ATen/record_function.h>
 #include <c10/util/ApproximateClock.h>

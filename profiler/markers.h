@@ -1,6 +1,6 @@
 // NVTX-like markers for xxnpu: ranges and instant marks that land in the device timeline
 // (as ActivityKind::kMarker records the Kineto plugin turns into annotations). Used by
-// torch.xxnpu.profiler.range_push/range_pop/mark, the legacy ProfilerStubs and
+// torch.xxnpu.markers.range_push/range_pop/mark, the legacy ProfilerStubs and
 // emit_xxnpu(). Torch-free.
 #ifndef TORCH_XXNPU_PROFILER_MARKERS_H_
 #define TORCH_XXNPU_PROFILER_MARKERS_H_

@@ -54,7 +54,7 @@ struct ConversionOptions {
   bool memset = true;
   bool runtime = true;           // runtime calls, host waits, runtime memory metadata
   bool user_annotations = false; // GPU_USER_ANNOTATION spans of record_function / marker ranges
-  bool markers = true;           // marker ranges and marks (torch.xxnpu.profiler, emit_xxnpu)
+  bool markers = true;           // marker ranges and marks (torch.xxnpu.markers, emit_xxnpu)
 };
 
 struct ConversionResult {

@@ -1,4 +1,4 @@
-// torch_xxnpu._C bindings of the profiler layer: marker ranges (torch.xxnpu.profiler).
+// torch_xxnpu._C bindings of the profiler layer: marker ranges (torch.xxnpu.markers).
 #include <pybind11/pybind11.h>
 
 #include <string>

@@ -449,10 +449,13 @@ def test_argument_errors_are_clear(device):
 
 def test_mixed_devices_are_rejected():
     x = xla(torch.randn(3, 16))
-    with pytest.raises(RuntimeError, match=r"xxnpu::rms_norm: expected all tensors on xxnpu:0 \(where x is\), "
-                                           r"but weight is on cpu"):
+    # CUDA's message, the one every xxnpu kernel gives (xxnpu::CheckSameDevice).
+    with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found at least two "
+                                           r"devices, xxnpu:0 and cpu! \(when checking argument for argument weight "
+                                           r"in method xxnpu::rms_norm\)"):
         xx.rms_norm(x, torch.randn(16), 1e-6)
-    with pytest.raises(RuntimeError, match=r"but seq_lens is on cpu"):
+    with pytest.raises(RuntimeError, match=r"xxnpu:0 and cpu! \(when checking argument for argument seq_lens in "
+                                           r"method xxnpu::paged_attention\)"):
         kc = xla(torch.zeros(4, 2, 2, 8))
         xx.paged_attention(xla(torch.randn(1, 2, 8)), kc, kc, xla(torch.zeros(1, 2, dtype=torch.int32)),
                            torch.ones(1, dtype=torch.int32), 1.0)
@@ -471,7 +474,8 @@ def test_second_device_and_side_stream():
         y2 = xx.silu_and_mul(x1)
     s.synchronize()
     torch.testing.assert_close(y2.cpu(), xx.silu_and_mul(x))
-    with pytest.raises(RuntimeError, match=r"expected all tensors on xxnpu:1 \(where x is\), but weight is on xxnpu:0"):
+    with pytest.raises(RuntimeError, match=r"found at least two devices, xxnpu:1 and xxnpu:0! \(when checking "
+                                           r"argument for argument weight in method xxnpu::rms_norm\)"):
         xx.rms_norm(x.to("xxnpu:1"), w.to("xxnpu:0"), 1e-6)
 
 

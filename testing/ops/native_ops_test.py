@@ -444,6 +444,20 @@ def test_index_add_matches_cpu(dtype):
     _close(out, torch.index_add(x[:, :, 0], 0, torch.tensor([1, 1]), x[:2, :, 1]), dtype, **tol)
 
 
+def test_hand_written_kernels_check_devices_with_one_message():
+    """Every hand-written kernel checks devices through one function with CUDA's message,
+    naming the argument and the op (reductions' out= included)."""
+    x = _x(torch.ones(4, 3))
+    same = r"Expected all tensors to be on the same device, but found at least two devices, xxnpu:0 and cpu! "
+    with pytest.raises(RuntimeError, match=same + r"\(when checking argument for argument out in method xxnpu::sum\)"):
+        torch.sum(x, 0, out=torch.empty(3))
+    with pytest.raises(RuntimeError, match=same + r"\(when checking argument for argument out in method index_add\)"):
+        torch.index_add(x, 0, _x(torch.tensor([0])), _x(torch.ones(1, 3)), out=torch.empty(4, 3))
+    out = _x(torch.empty(3))
+    torch.sum(x, 0, out=out)  # the same call on one device works
+    torch.testing.assert_close(out.cpu(), torch.full((3,), 4.0))
+
+
 def test_index_add_bad_input():
     x = torch.zeros(4, 3, device="xxnpu")
     with pytest.raises(RuntimeError, match=r"Number of indices \(2\) should be equal to source.size\(dim\)"):

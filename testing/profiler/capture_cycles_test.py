@@ -38,10 +38,10 @@ def _statm():
 
 def _capture(x, tmp_path, i, ops=OPS_PER_CAPTURE, process=True):
     with profile(activities=ACTIVITIES, profile_memory=True) as prof:
-        with torch.xxnpu.profiler.range("capture"):
+        with torch.xxnpu.markers.range("capture"):
             for _ in range(ops):
                 y = x + 1
-            torch.xxnpu.profiler.mark("ops queued")
+            torch.xxnpu.markers.mark("ops queued")
         worker = threading.Thread(target=lambda: torch.ones(4, device="xxnpu"))
         worker.start()
         worker.join()

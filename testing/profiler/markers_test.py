@@ -1,4 +1,4 @@
-"""xxnpu markers (torch.xxnpu.profiler.range/range_push/range_pop/mark, emit_xxnpu) in a
+"""xxnpu markers (torch.xxnpu.markers.range/range_push/range_pop/mark, emit_xxnpu) in a
 torch.profiler capture, and a capture asking for PrivateUse1 without CPU.
 
 A marker range is a host event on its thread's row (args.marker == "range"), a CPU row of
@@ -54,18 +54,30 @@ def _contains(outer, inner):
     return outer["ts"] <= inner["ts"] and inner["ts"] + inner.get("dur", 0) <= outer["ts"] + outer["dur"]
 
 
+def test_markers_module_and_its_earlier_name_are_one_module():
+    # torch.xxnpu.markers is torch.cuda.nvtx's twin; torch.xxnpu.profiler, its earlier name,
+    # stays importable for existing code and must be the same module, not a second copy.
+    import torch_xxnpu.xxnpu.profiler as old_by_import
+    from torch_xxnpu.xxnpu import profiler as old_by_from
+
+    assert torch.xxnpu.profiler is torch.xxnpu.markers
+    assert old_by_import is torch.xxnpu.markers and old_by_from is torch.xxnpu.markers
+    assert torch.xxnpu.markers.__name__ == "torch_xxnpu.xxnpu.markers"
+    assert set(torch.xxnpu.markers.__all__) == {"range_push", "range_pop", "mark", "range", "emit_xxnpu"}
+
+
 def test_range_and_mark_show_in_the_trace_and_the_table(tmp_path):
     x = torch.ones(64, device="xxnpu")
     with profile(activities=ACTIVITIES) as prof:
-        torch.xxnpu.profiler.mark("start")
-        with torch.xxnpu.profiler.range("phase1"):
+        torch.xxnpu.markers.mark("start")
+        with torch.xxnpu.markers.range("phase1"):
             y = torch.ops.xxnpu.add(x, x)
-            with torch.xxnpu.profiler.range("inner"):
+            with torch.xxnpu.markers.range("inner"):
                 z = y * 2
-        assert torch.xxnpu.profiler.range_push("manual") == 0
+        assert torch.xxnpu.markers.range_push("manual") == 0
         w = z - 1
-        assert torch.xxnpu.profiler.range_pop() == 0
-        assert torch.xxnpu.profiler.range_pop() == -1  # nothing open
+        assert torch.xxnpu.markers.range_pop() == 0
+        assert torch.xxnpu.markers.range_pop() == -1  # nothing open
     trace = _trace(prof, tmp_path)
 
     host = _by_name(_markers(trace, cat="privateuse1_runtime"))
@@ -114,21 +126,21 @@ def test_range_and_mark_show_in_the_trace_and_the_table(tmp_path):
 
 
 def test_markers_outside_a_capture_are_dropped(tmp_path):
-    torch.xxnpu.profiler.mark("before")
-    with torch.xxnpu.profiler.range("before_range"):
+    torch.xxnpu.markers.mark("before")
+    with torch.xxnpu.markers.range("before_range"):
         torch.ones(4, device="xxnpu")
     with profile(activities=ACTIVITIES) as prof:
-        torch.xxnpu.profiler.mark("during")
-    torch.xxnpu.profiler.mark("after")
+        torch.xxnpu.markers.mark("during")
+    torch.xxnpu.markers.mark("after")
     names = {e["name"] for e in _markers(_trace(prof, tmp_path))}
     assert names == {"during"}
 
 
 def test_range_opened_before_the_capture_is_clipped_to_its_start(tmp_path):
-    torch.xxnpu.profiler.range_push("outer")
+    torch.xxnpu.markers.range_push("outer")
     with profile(activities=ACTIVITIES) as prof:
         torch.ones(4, device="xxnpu")
-        torch.xxnpu.profiler.range_pop()
+        torch.xxnpu.markers.range_pop()
     trace = _trace(prof, tmp_path)
     outer = _by_name(_markers(trace, cat="privateuse1_runtime"))["outer"][0]
     fill = _by_name(e for e in trace["traceEvents"] if e.get("cat") == "cpu_op")["aten::fill_"][0]
@@ -142,7 +154,7 @@ def test_emit_xxnpu_turns_ops_into_marker_ranges(tmp_path):
 
     def worker():
         tids.append(threading.get_native_id())
-        with torch.xxnpu.profiler.emit_xxnpu():
+        with torch.xxnpu.markers.emit_xxnpu():
             y = x + x
             y.mul_(3)
         y.sub_(1)  # after emit_xxnpu: not a marker
@@ -169,9 +181,9 @@ def test_emit_xxnpu_cannot_nest_in_a_capture_on_the_same_thread():
     # As emit_nvtx: torch allows one profiler state per thread.
     with profile(activities=ACTIVITIES):
         with pytest.raises(RuntimeError, match="already enabled"):
-            torch.xxnpu.profiler.emit_xxnpu().__enter__()
+            torch.xxnpu.markers.emit_xxnpu().__enter__()
     # ... and both still work afterwards.
-    with torch.xxnpu.profiler.emit_xxnpu():
+    with torch.xxnpu.markers.emit_xxnpu():
         torch.ones(4, device="xxnpu")
     with profile(activities=ACTIVITIES) as prof:
         torch.ones(4, device="xxnpu")
@@ -179,7 +191,7 @@ def test_emit_xxnpu_cannot_nest_in_a_capture_on_the_same_thread():
 
 
 def test_emit_xxnpu_disabled_is_a_no_op():
-    with torch.xxnpu.profiler.emit_xxnpu(enabled=False):
+    with torch.xxnpu.markers.emit_xxnpu(enabled=False):
         with profile(activities=ACTIVITIES) as prof:  # would raise if emit_xxnpu had started
             torch.ones(4, device="xxnpu")
     assert any(e.key == "aten::fill_" for e in prof.key_averages())

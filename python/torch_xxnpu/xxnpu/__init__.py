@@ -2,6 +2,7 @@
 
 Installed as ``torch.xxnpu`` by ``import torch_xxnpu`` (or torch's backend autoload).
 """
+import sys
 import threading
 import traceback
 from typing import Any, List, Optional, Tuple, Union
@@ -183,7 +184,10 @@ from torch_xxnpu.xxnpu.streams import __all__ as _streams_all  # noqa: E402
 from torch_xxnpu.xxnpu.memory import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
 from torch_xxnpu.xxnpu.ipc import ipc_collect  # noqa: F401,E402
-from torch_xxnpu.xxnpu import ipc, memory, profiler, random, streams, _utils  # noqa: F401,E402
+from torch_xxnpu.xxnpu import ipc, markers, memory, random, streams, _utils  # noqa: F401,E402
+
+# torch.xxnpu.profiler: the markers' earlier name, kept for existing code as the same module object.
+profiler = sys.modules[f"{__name__}.profiler"] = markers
 
 ipc._install()
 

@@ -1,4 +1,4 @@
-"""torch.xxnpu.profiler: NVTX-like markers for the xxnpu device timeline.
+"""torch.xxnpu.markers: NVTX-like markers for the xxnpu device timeline (torch.cuda.nvtx's twin).
 
 ``range_push``/``range_pop``/``mark`` put named ranges and instants into the activity
 trace that torch.profiler's xxnpu timeline shows; ``emit_xxnpu()`` wraps every op in such
@@ -7,6 +7,7 @@ a range (like ``torch.autograd.profiler.emit_nvtx``), for a profile taken by ano
 another thread. Markers are recorded only while such a capture is on. Like emit_nvtx,
 emit_xxnpu is itself a profiler state: it cannot be entered inside a torch.profiler
 capture on the same thread (torch raises "Profiler is already enabled on this thread").
+Also reachable as ``torch.xxnpu.profiler`` (the same module), its earlier name.
 See docs/profiler.md.
 """
 import torch
@@ -35,7 +36,7 @@ def mark(msg: str) -> None:
 
 
 class range:
-    """``with torch.xxnpu.profiler.range("name"):`` — a marker range around a block."""
+    """``with torch.xxnpu.markers.range("name"):`` — a marker range around a block."""
 
     def __init__(self, msg: str):
         self.msg = msg
