@@ -57,11 +57,14 @@ def _contains(outer, inner):
 def test_markers_module_and_its_earlier_name_are_one_module():
     # torch.xxnpu.markers is torch.cuda.nvtx's twin; torch.xxnpu.profiler, its earlier name,
     # stays importable for existing code and must be the same module, not a second copy.
+    import torch.xxnpu.markers as new_by_torch_name
+    import torch.xxnpu.profiler as old_by_torch_name
     import torch_xxnpu.xxnpu.profiler as old_by_import
     from torch_xxnpu.xxnpu import profiler as old_by_from
 
     assert torch.xxnpu.profiler is torch.xxnpu.markers
     assert old_by_import is torch.xxnpu.markers and old_by_from is torch.xxnpu.markers
+    assert new_by_torch_name is torch.xxnpu.markers and old_by_torch_name is torch.xxnpu.markers
     assert torch.xxnpu.markers.__name__ == "torch_xxnpu.xxnpu.markers"
     assert set(torch.xxnpu.markers.__all__) == {"range_push", "range_pop", "mark", "range", "emit_xxnpu"}
 

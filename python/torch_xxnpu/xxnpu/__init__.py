@@ -186,8 +186,10 @@ from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
 from torch_xxnpu.xxnpu.ipc import ipc_collect  # noqa: F401,E402
 from torch_xxnpu.xxnpu import ipc, markers, memory, random, streams, _utils  # noqa: F401,E402
 
-# torch.xxnpu.profiler: the markers' earlier name, kept for existing code as the same module object.
-profiler = sys.modules[f"{__name__}.profiler"] = markers
+# torch.xxnpu.profiler: the markers' earlier name, kept for existing code as the same module object,
+# importable under both package names (torch.xxnpu is this package; Python would load a second copy).
+sys.modules["torch.xxnpu.markers"] = markers
+profiler = sys.modules[f"{__name__}.profiler"] = sys.modules["torch.xxnpu.profiler"] = markers
 
 ipc._install()
 
