@@ -1,6 +1,6 @@
-// Same-dtype binary math on xxnpu: maximum/minimum, the bitwise ops, fmod, remainder,
-// floor_divide, atan2, logaddexp and pow: scalar expressions handed to LaunchBinary
-// (ops/elementwise.h); structured ops register `.out` only (see unary_ops.cc).
+// Same-dtype binary math on xxnpu: fmod, remainder, floor_divide, atan2, logaddexp and pow:
+// scalar expressions handed to ArithOut (pointwise_common.h); structured ops register
+// `.out` only (see unary_ops.cc). maximum/minimum and the bitwise ops: minmax_bitwise_ops.cc.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/ExpandUtils.h>
@@ -21,57 +21,6 @@
 namespace xxnpu {
 namespace {
 
-// ---- same-dtype binary ops over a dtype set.
-template <typename F>
-at::Tensor& ArithOut(const char* name, at::TensorIterator iter, at::Tensor& out, F f, bool integers = true) {
-  const c10::DeviceGuard guard(out.device());
-  const at::ScalarType t = iter.common_dtype();
-  TORCH_CHECK(integers || at::isFloatingType(t), name, " is only implemented for floating types, got ", t);
-  AT_DISPATCH_V2(t, "xxnpu_arith", AT_WRAP([&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    LaunchBinary<scalar_t>(name, iter, [f](opmath_t a, opmath_t b) { return static_cast<opmath_t>(f(a, b)); });
-  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
-  return out;
-}
-
-at::Tensor& MaximumOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  TORCH_CHECK(!IsComplex(self) && !IsComplex(other), "maximum not implemented for complex tensors.");
-  return ArithOut("xxnpu::maximum", at::TensorIterator::borrowing_binary_op(out, self, other), out, [](auto a, auto b) {
-    if constexpr (kIsFloat<decltype(a)>) {
-      if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates
-    }
-    return a > b ? a : b;
-  });
-}
-
-at::Tensor& MinimumOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  TORCH_CHECK(!IsComplex(self) && !IsComplex(other), "minimum not implemented for complex tensors.");
-  return ArithOut("xxnpu::minimum", at::TensorIterator::borrowing_binary_op(out, self, other), out, [](auto a, auto b) {
-    if constexpr (kIsFloat<decltype(a)>) {
-      if (std::isnan(a) || std::isnan(b)) return a + b;
-    }
-    return a < b ? a : b;
-  });
-}
-
-#define XXNPU_BITWISE(Name, op, sym)                                                                         \
-  at::Tensor& Name##Out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {                  \
-    auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);                                   \
-    TORCH_CHECK(at::isIntegralType(iter.common_dtype(), /*includeBool=*/true), #op                            \
-                " is only implemented for integral and bool tensors, got ", iter.common_dtype());            \
-    return ArithOut("xxnpu::" #op, iter, out, [](auto a, auto b) {                                           \
-      using T = decltype(a);                                                                                 \
-      if constexpr (kIsFloat<T>) {                                                                           \
-        return a; /* unreachable: checked above */                                                           \
-      } else {                                                                                               \
-        return static_cast<T>(a sym b);                                                                      \
-      }                                                                                                      \
-    });                                                                                                      \
-  }
-XXNPU_BITWISE(BitwiseAnd, bitwise_and, &)
-XXNPU_BITWISE(BitwiseOr, bitwise_or, |)
-XXNPU_BITWISE(BitwiseXor, bitwise_xor, ^)
-#undef XXNPU_BITWISE
 
 // C's fmod: the result has the dividend's sign.
 at::Tensor& FmodOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
@@ -229,11 +178,6 @@ at::Tensor& PowScalarOut(const at::Scalar& self, const at::Tensor& exponent, at:
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("maximum.out", &MaximumOut);
-  m.impl("minimum.out", &MinimumOut);
-  m.impl("bitwise_and.Tensor_out", &BitwiseAndOut);
-  m.impl("bitwise_or.Tensor_out", &BitwiseOrOut);
-  m.impl("bitwise_xor.Tensor_out", &BitwiseXorOut);
   m.impl("fmod.Tensor_out", &FmodOut);
   m.impl("remainder.Tensor_out", &RemainderOut);
   m.impl("floor_divide", &FloorDivide);

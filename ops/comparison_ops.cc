@@ -33,18 +33,27 @@ at::Tensor& CompareOut(const char* name, const at::Tensor& self, const at::Tenso
   return out;
 }
 
+// One functor type per comparison, shared by the Tensor and Scalar forms: each distinct
+// callable instantiates LaunchBinary for every dtype, so sharing halves this file's
+// template instantiations (and its compile time, which under ASan exceeded minutes).
 #define XXNPU_COMPARISON(Name, op, expr)                                                                  \
+  struct Name##Cmp {                                                                                      \
+    template <typename T>                                                                                 \
+    bool operator()(T a, T b) const {                                                                     \
+      return expr;                                                                                        \
+    }                                                                                                     \
+  };                                                                                                      \
   at::Tensor& Name##TensorOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
     if (IsComplex(self) || IsComplex(other)) {                                                            \
       return FallbackFor<at::_ops::op##_Tensor_out>::call(self, other, out);                              \
     }                                                                                                     \
-    return CompareOut("xxnpu::" #op, self, other, out, [](auto a, auto b) { return expr; });              \
+    return CompareOut("xxnpu::" #op, self, other, out, Name##Cmp{});                                      \
   }                                                                                                       \
   at::Tensor& Name##ScalarOut(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
     if (IsComplex(self) || other.isComplex()) {                                                           \
       return FallbackFor<at::_ops::op##_Scalar_out>::call(self, other, out);                              \
     }                                                                                                     \
-    return CompareOut("xxnpu::" #op, self, WrapScalar(other), out, [](auto a, auto b) { return expr; });  \
+    return CompareOut("xxnpu::" #op, self, WrapScalar(other), out, Name##Cmp{});                          \
   }
 XXNPU_COMPARISON(Eq, eq, a == b)
 XXNPU_COMPARISON(Ne, ne, a != b)
