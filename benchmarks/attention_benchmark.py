@@ -10,26 +10,12 @@ Shapes: the prefill of examples/llama_decode.py (4 prompts padded to its longest
 same heads). Forward (under no_grad) and forward + backward; medians per call.
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 import torch_xxnpu  # noqa: F401
+from benchlib import per_call
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-
-def per_call(fn, sync, calls, reps):
-    fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        times.append((time.perf_counter() - t0) / calls)
-    return statistics.median(times)
 
 
 def make(device, B, H, Hk, L, D, dtype, grad):

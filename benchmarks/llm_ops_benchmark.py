@@ -10,26 +10,12 @@ Reports medians per call, the xxnpu/cpu throughput ratio, and the bytes the xxnp
 moves per second (its LaunchConfig bytes / time).
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch_xxnpu  # noqa: F401
+from benchlib import per_call
 
 xx = torch.ops.xxnpu
-
-
-def per_call(fn, sync, calls, reps):
-    fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        times.append((time.perf_counter() - t0) / calls)
-    return statistics.median(times)
 
 
 def cases(dtype):
