@@ -93,14 +93,14 @@ def xxnpu_cc_binary(name, deps = [], copts = [], torch = False, kineto = False, 
         **kwargs
     )
 
-def xxnpu_cc_benchmark(name, deps = [], copts = [], torch = False, tags = [], driver = True, **kwargs):
+def xxnpu_cc_benchmark(name, deps = [], copts = [], torch = False, kineto = False, tags = [], driver = True, **kwargs):
     """A Google Benchmark program, tagged `benchmark`; run it with `bazel run -c opt`.
 
     It is a binary, not a test, so `bazel test //...` never runs it.
     """
     native.cc_binary(
         name = name,
-        deps = deps + _torch_deps(torch, False) + [BENCHMARK_MAIN] + _driver_deps(driver),
+        deps = deps + _torch_deps(torch, kineto) + [BENCHMARK_MAIN] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
         tags = tags + ["benchmark"],
         **kwargs

@@ -4,18 +4,20 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "profiler/trace_activity.h"
 
 namespace xxnpu::profiler {
 namespace {
 
 using libkineto::ActivityType;
-using libkineto::GenericTraceActivity;
 
 constexpr int kDefaultIds = static_cast<int>(ExternalCorrelationKind::kDefault);
 constexpr int kUserIds = static_cast<int>(ExternalCorrelationKind::kUser);
@@ -132,8 +134,8 @@ const char* SyncKindName(uint8_t subkind) {
   return "unknown";
 }
 
-void AddBandwidth(GenericTraceActivity& a, const char* key, int64_t bytes, int64_t dur_ns) {
-  if (bytes > 0 && dur_ns > 0) a.addMetadata(key, Round3(static_cast<double>(bytes) / static_cast<double>(dur_ns)));
+void AddBandwidth(TraceActivity& a, const char* key, int64_t bytes, int64_t dur_ns) {
+  if (bytes > 0 && dur_ns > 0) a.Add(key, Round3(static_cast<double>(bytes) / static_cast<double>(dur_ns)));
 }
 
 // Spans of device work grouped by a key (a range and the stream it ran on): the first
@@ -177,6 +179,8 @@ class RecordConverter {
   // Which runtime calls and device activities survive the window, so that a flow arrow
   // is drawn only when both of its ends are in the trace.
   void IndexFlowEnds(const std::vector<ActivityRecord>& records) {
+    launches_.reserve(records.size() / 2);
+    device_ops_.reserve(records.size() / 2);
     for (const ActivityRecord& r : records) {
       if (r.correlation_id == 0 || !Wanted(r, options_) || !InWindow(r, options_)) continue;
       if (r.kind == ActivityKind::kRuntime) launches_.insert(r.correlation_id);
@@ -218,12 +222,12 @@ class RecordConverter {
       return;
     }
     const bool range = r.subkind == kMarkerRange;
-    GenericTraceActivity& a = Emit(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r));
+    TraceActivity& a = Emit(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r));
     a.startTime = std::max(r.start_ns, options_.window_start_ns);
     a.endTime = range ? r.end_ns : a.startTime;
     PlaceOnHostRow(a, r);
-    a.addMetadataQuoted("marker", range ? "range" : "mark");
-    if (r.device >= 0) a.addMetadata("device", r.device);
+    a.AddQuoted("marker", range ? "range" : "mark");
+    if (r.device >= 0) a.Add("device", r.device);
     ++result_.markers;
     if (range && project_markers_) {
       ranges_by_thread_[r.thread_id].Add(a.startTime, a.endTime, marker_ranges_.size());
@@ -237,23 +241,23 @@ class RecordConverter {
     const ActivityType type = r.kind == ActivityKind::kKernel   ? ActivityType::CONCURRENT_KERNEL
                               : r.kind == ActivityKind::kMemcpy ? ActivityType::GPU_MEMCPY
                                                                 : ActivityType::GPU_MEMSET;
-    GenericTraceActivity& a = EmitTimed(type, NameOf(r), r);
+    TraceActivity& a = EmitTimed(type, NameOf(r), r);
     PlaceOnDeviceRow(a, r);
     LinkToOp(a, r);
     if (a.linked == nullptr) ++result_.device_unlinked;
     AddIds(a, r);
     const int64_t dur = r.end_ns - r.start_ns;
     if (r.kind == ActivityKind::kKernel) {
-      a.addMetadata("grid", Dim3Json(r.grid));
-      a.addMetadata("block", Dim3Json(r.block));
-      a.addMetadata("bytes", r.bytes);
-      a.addMetadata("flops", r.flops);
+      a.AddJson("grid", Dim3Json(r.grid));
+      a.AddJson("block", Dim3Json(r.block));
+      a.Add("bytes", r.bytes);
+      a.Add("flops", r.flops);
       AddBandwidth(a, "achieved GB/s", r.bytes, dur);
       if (r.flops > 0 && dur > 0) {
-        a.addMetadata("achieved GFLOP/s", Round3(static_cast<double>(r.flops) / static_cast<double>(dur)));
+        a.Add("achieved GFLOP/s", Round3(static_cast<double>(r.flops) / static_cast<double>(dur)));
       }
     } else {
-      a.addMetadata("bytes", r.bytes);
+      a.Add("bytes", r.bytes);
       AddBandwidth(a, "memory bandwidth (GB/s)", r.bytes, dur);
     }
     const uint32_t flow_id = FlowId(r.correlation_id);
@@ -269,7 +273,7 @@ class RecordConverter {
   // A runtime call on its host thread, linked to its op; the start of a flow arrow when
   // the device work it launched is in the trace.
   void OnRuntimeCall(const ActivityRecord& r) {
-    GenericTraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r), r);
+    TraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r), r);
     PlaceOnHostRow(a, r);
     LinkToOp(a, r);
     AddIds(a, r);
@@ -282,17 +286,17 @@ class RecordConverter {
   // stream held until an event completes (CUDA_SYNC on the device row: not the op's work).
   void OnSynchronization(const ActivityRecord& r) {
     if (IsDeviceWait(r)) {
-      GenericTraceActivity& a = EmitTimed(ActivityType::CUDA_SYNC, NameOf(r), r);
+      TraceActivity& a = EmitTimed(ActivityType::CUDA_SYNC, NameOf(r), r);
       PlaceOnDeviceRow(a, r);
       AddIds(a, r);
-      a.addMetadataQuoted("wait", SyncKindName(r.subkind));
+      a.AddQuoted("wait", SyncKindName(r.subkind));
       return;
     }
-    GenericTraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, std::string(NameOf(r)) + " (wait)", r);
+    TraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, std::string(NameOf(r)) + " (wait)", r);
     PlaceOnHostRow(a, r);
     LinkToOp(a, r);
     AddIds(a, r);
-    a.addMetadataQuoted("wait", SyncKindName(r.subkind));
+    a.AddQuoted("wait", SyncKindName(r.subkind));
   }
 
   // Runtime segments annotate the xxnpuMalloc/xxnpuFree call around them. Caching-
@@ -302,11 +306,11 @@ class RecordConverter {
     if (r.subkind != 0) return;
     auto it = last_runtime_.find(r.thread_id);
     if (it == last_runtime_.end()) return;
-    GenericTraceActivity& call = *it->second;
+    TraceActivity& call = *it->second;
     if (r.start_ns < call.startTime || r.start_ns > call.endTime) return;
-    call.addMetadata("bytes", r.bytes);
-    call.addMetadataQuoted("address", Hex(r.address));
-    call.addMetadata("total reserved", r.total_reserved);
+    call.Add("bytes", r.bytes);
+    call.AddQuoted("address", Hex(r.address));
+    call.Add("total reserved", r.total_reserved);
   }
 
   // record_function ranges projected onto each stream they launched work on (what
@@ -316,7 +320,7 @@ class RecordConverter {
       const auto& [user_id, device, stream] = key;
       const libkineto::ITraceActivity* range = Linked(user_id);
       if (range == nullptr) continue;
-      GenericTraceActivity& a = EmitAnnotation(range->name(), device, stream, span);
+      TraceActivity& a = EmitAnnotation(range->name(), device, stream, span);
       a.id = OpId(user_id);
     }
   }
@@ -339,40 +343,42 @@ class RecordConverter {
     }
     for (const auto& [key, span] : marker_spans) {
       const auto& [marker, device, stream] = key;
-      GenericTraceActivity& a = EmitAnnotation(marker_ranges_[marker], device, stream, span);
-      a.addMetadataQuoted("marker", "range");
+      TraceActivity& a = EmitAnnotation(marker_ranges_[marker], device, stream, span);
+      a.AddQuoted("marker", "range");
     }
   }
 
   // ---- building blocks
 
-  GenericTraceActivity& Emit(ActivityType type, const std::string& name) {
-    buffer_->emplace_activity(buffer_->span, type, name);
+  TraceActivity& Emit(ActivityType type, const std::string& name) {
+    auto activity = std::make_unique<TraceActivity>(buffer_->span, type, name);
+    TraceActivity& a = *activity;
+    buffer_->activities.push_back(std::move(activity));
     ++result_.activities;
-    return *buffer_->activities.back();
+    return a;
   }
 
-  GenericTraceActivity& EmitTimed(ActivityType type, const std::string& name, const ActivityRecord& r) {
-    GenericTraceActivity& a = Emit(type, name);
+  TraceActivity& EmitTimed(ActivityType type, const std::string& name, const ActivityRecord& r) {
+    TraceActivity& a = Emit(type, name);
     a.startTime = r.start_ns;
     a.endTime = r.end_ns;
     return a;
   }
 
-  GenericTraceActivity& EmitAnnotation(const std::string& name, int32_t device, int32_t stream,
+  TraceActivity& EmitAnnotation(const std::string& name, int32_t device, int32_t stream,
                                        const std::pair<int64_t, int64_t>& span) {
-    GenericTraceActivity& a = Emit(ActivityType::GPU_USER_ANNOTATION, name);
+    TraceActivity& a = Emit(ActivityType::GPU_USER_ANNOTATION, name);
     a.startTime = span.first;
     a.endTime = span.second;
     a.device = device;
     a.resource = stream;
     a.threadId = stream;
-    a.addMetadata("device", device);
-    a.addMetadata("stream", stream);
+    a.Add("device", device);
+    a.Add("stream", stream);
     return a;
   }
 
-  void PlaceOnDeviceRow(GenericTraceActivity& a, const ActivityRecord& r) {
+  void PlaceOnDeviceRow(TraceActivity& a, const ActivityRecord& r) {
     a.device = r.device;
     a.resource = r.stream;
     a.threadId = r.stream;
@@ -380,7 +386,7 @@ class RecordConverter {
     result_.streams.emplace(r.device, r.stream);
   }
 
-  void PlaceOnHostRow(GenericTraceActivity& a, const ActivityRecord& r) const {
+  void PlaceOnHostRow(TraceActivity& a, const ActivityRecord& r) const {
     a.device = options_.host_pid;
     a.resource = r.thread_id;
     a.threadId = r.thread_id;
@@ -391,19 +397,19 @@ class RecordConverter {
     return (id != 0 && linked_) ? linked_(id) : nullptr;
   }
 
-  void LinkToOp(GenericTraceActivity& a, const ActivityRecord& r) const {
+  void LinkToOp(TraceActivity& a, const ActivityRecord& r) const {
     a.id = OpId(r.external_id[kDefaultIds]);
     a.linked = Linked(r.external_id[kDefaultIds]);
   }
 
-  static void AddIds(GenericTraceActivity& a, const ActivityRecord& r) {
-    if (r.device >= 0) a.addMetadata("device", r.device);
-    if (r.stream >= 0) a.addMetadata("stream", r.stream);
-    if (r.correlation_id != 0) a.addMetadata("correlation", r.correlation_id);
+  static void AddIds(TraceActivity& a, const ActivityRecord& r) {
+    if (r.device >= 0) a.Add("device", r.device);
+    if (r.stream >= 0) a.Add("stream", r.stream);
+    if (r.correlation_id != 0) a.Add("correlation", r.correlation_id);
   }
 
   // ac2g arrow: starts on the launch (runtime call), ends on the device activity.
-  static void SetFlow(GenericTraceActivity& a, uint32_t id, bool start) {
+  static void SetFlow(TraceActivity& a, uint32_t id, bool start) {
     a.flow.id = id;
     a.flow.type = libkineto::kLinkAsyncCpuGpu;
     a.flow.start = start ? 1 : 0;
@@ -415,16 +421,18 @@ class RecordConverter {
   const bool project_markers_;
   ConversionResult result_;
 
-  std::unordered_set<uint64_t> launches_;    // correlation ids of emitted runtime calls
-  std::unordered_set<uint64_t> device_ops_;  // correlation ids of emitted device activities
+  // Probed for every device record and runtime call (a capture's stop time on the user's
+  // thread): open addressing, one allocation per rehash.
+  absl::flat_hash_set<uint64_t> launches_;    // correlation ids of emitted runtime calls
+  absl::flat_hash_set<uint64_t> device_ops_;  // correlation ids of emitted device activities
   // The latest runtime event of each host thread, for runtime memory records.
-  std::unordered_map<int32_t, GenericTraceActivity*> last_runtime_;
+  absl::flat_hash_map<int32_t, TraceActivity*> last_runtime_;
   SpanMap<std::tuple<uint64_t, int32_t, int32_t>> user_spans_;  // (user id, device, stream)
   // Marker ranges per host thread (for their device projection) and where each launch
   // was made: runtime correlation id -> (host thread, time of the call).
   std::vector<const char*> marker_ranges_;  // names of the projected ranges
   std::unordered_map<int32_t, ThreadRanges> ranges_by_thread_;
-  std::unordered_map<uint64_t, std::pair<int32_t, int64_t>> launch_site_;
+  absl::flat_hash_map<uint64_t, std::pair<int32_t, int64_t>> launch_site_;
 };
 
 }  // namespace
