@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_stream.h"
+#include "device/clock.h"
 #include "device/runtime.h"
 #include "ops/binary_ops.h"
 
@@ -38,19 +39,64 @@ void DebugFailKernel(const at::Tensor& x, c10::string_view message) {
 }
 void DebugFailKernelMeta(const at::Tensor&, c10::string_view) {}
 
+// Debugging aid for measuring the profiler against the truth (testing/profiler/
+// accuracy_test.py): queues a kernel "xxnpu::debug_timed" on stamps' device (current
+// stream) that spins for spin_ns and writes three NowNs() stamps into stamps[0..2]:
+// the host's time just before the launch call, and the body's own start and end. The
+// body's stamps are what the kernel observes running, independent of the runtime's
+// activity record that the profiler converts; NowNs is the clock of those records
+// (CLOCK_REALTIME, device/clock.h), so the two are directly comparable.
+void DebugTimedKernel(const at::Tensor& stamps, int64_t spin_ns) {
+  TORCH_CHECK(stamps.device().type() == c10::DeviceType::PrivateUse1,
+              "xxnpu::_debug_timed_kernel expects an xxnpu tensor, got one on ", stamps.device());
+  TORCH_CHECK(stamps.scalar_type() == at::kLong && stamps.is_contiguous() && stamps.numel() >= 3,
+              "xxnpu::_debug_timed_kernel expects a contiguous int64 tensor of at least 3 elements, got ",
+              stamps.scalar_type(), " ", stamps.sizes());
+  TORCH_CHECK(spin_ns >= 0, "xxnpu::_debug_timed_kernel: spin_ns must be >= 0, got ", spin_ns);
+  const c10::DeviceGuard guard(stamps.device());
+  LaunchConfig config;
+  config.name = "xxnpu::debug_timed";
+  config.bytes = 3 * sizeof(int64_t);  // one block on one thread: nothing to spread
+  int64_t* out = stamps.data_ptr<int64_t>();
+  const xxnpuStream_t stream = CurrentXxnpuStreamHandle(stamps.device().index());
+  // Taken last before the call, so the launch-to-start truth includes no work of ours.
+  const int64_t launch_ns = NowNs();
+  CheckOk(xxnpuLaunchKernel(
+              config,
+              [out, launch_ns, spin_ns](BlockRange) {
+                // The clock is read first and last; finding the stamps and the first store
+                // (which brings their cache line in) happen inside the spin, so the body
+                // does as little as possible outside [start, end].
+                const int64_t start = NowNs();
+                int64_t* v = DeviceView(out);
+                v[0] = launch_ns;
+                int64_t end = NowNs();
+                while (end - start < spin_ns) end = NowNs();
+                v[1] = start;
+                v[2] = end;
+                return absl::OkStatus();
+              },
+              stream),
+          "xxnpu::_debug_timed_kernel");
+}
+void DebugTimedKernelMeta(const at::Tensor&, int64_t) {}
+
 TORCH_LIBRARY(xxnpu, m) {
   m.def("add(Tensor a, Tensor b) -> Tensor");
   m.def("_debug_fail_kernel(Tensor x, str message) -> ()");
+  m.def("_debug_timed_kernel(Tensor(a!) stamps, int spin_ns) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(xxnpu, PrivateUse1, m) {
   m.impl("add", &XxnpuAdd);
   m.impl("_debug_fail_kernel", &DebugFailKernel);
+  m.impl("_debug_timed_kernel", &DebugTimedKernel);
 }
 TORCH_LIBRARY_IMPL(xxnpu, CPU, m) { m.impl("add", &AddCpu); }
 TORCH_LIBRARY_IMPL(xxnpu, Meta, m) {
   m.impl("add", &AddMeta);
   m.impl("_debug_fail_kernel", &DebugFailKernelMeta);
+  m.impl("_debug_timed_kernel", &DebugTimedKernelMeta);
 }
 
 }  // namespace
