@@ -217,6 +217,12 @@ def _host_waits_as_syncs(df, symbols):
     df.loc[rows, "tid"] = stream
 
 
+def _drop_strings(df):
+    # HTA's critical path casts whole frames to int (`.fillna(-1).astype(int)`): a column
+    # of words would stop it.
+    df.drop(columns=["wait_kind"], inplace=True, errors="ignore")
+
+
 def _steps_of_stream0(df):
     """HTA puts a device event in its launch's profiler step on streams > 0 only (CUDA
     stream ids never are 0); xxnpu's default stream is 0."""
@@ -236,6 +242,7 @@ def parse_trace_file(path, cfg=None):
     with _env("HTA_DISABLE_NS_ROUNDING", "1"):
         meta, df, symbols = parse_trace_dataframe(path, cfg)
     _host_waits_as_syncs(df, symbols)
+    _drop_strings(df)
     add_fwd_bwd_links(df)
     df = transform_correlation_to_index(df, symbols)
     add_iteration(df, symbols)
@@ -305,24 +312,30 @@ def _comm_kernels_include_xxccl():
             _hta_utils.NCCL_KERNEL_RE = original
 
 
-def _device_work_view(t):
-    """A shallow copy of trace ``t`` without ``cuda_sync`` events: HTA's breakdowns count
-    every event with a stream as a kernel, and a stream waiting is idle."""
+def _view_without(t, category):
+    """A shallow copy of trace ``t`` without the events of ``category``."""
     view = _HtaTrace.__new__(type(t))
     view.__dict__.update(t.__dict__)
-    sync = t.symbol_table.get_sym_id_map().get("cuda_sync")
-    view.traces = {r: df if sync is None else df[df["cat"] != sync] for r, df in t.traces.items()}
+    cat = t.symbol_table.get_sym_id_map().get(category)
+    view.traces = {r: df if cat is None else df[df["cat"] != cat] for r, df in t.traces.items()}
     return view
 
 
-# Analyses that read device work by `stream != -1`; every other one sees the whole trace.
-_DEVICE_WORK_ANALYSES = {
-    "get_temporal_breakdown",
-    "get_gpu_kernel_breakdown",
-    "get_comm_comp_overlap",
-    "get_idle_time_breakdown",
-    "get_memory_bw_summary",
-    "get_memory_bw_time_series",
+# What an analysis sees, when it is not the whole trace:
+# - the breakdowns count every event with a stream as device work: not the cuda_sync
+#   events, which are a stream (or the host) waiting, i.e. idle time;
+# - the critical path counts "instances" of an annotation among all events of that name:
+#   not the record_function ranges' projections onto the streams (gpu_user_annotation,
+#   one per stream that ran the range's work), so that instance_id=1 is the second
+#   ProfilerStep, not the first one's projection.
+_VIEWS = {
+    "get_temporal_breakdown": "cuda_sync",
+    "get_gpu_kernel_breakdown": "cuda_sync",
+    "get_comm_comp_overlap": "cuda_sync",
+    "get_idle_time_breakdown": "cuda_sync",
+    "get_memory_bw_summary": "cuda_sync",
+    "get_memory_bw_time_series": "cuda_sync",
+    "critical_path_analysis": "gpu_user_annotation",
 }
 
 
@@ -337,12 +350,12 @@ class TraceAnalysis(_HtaTraceAnalysis):
         self.t.load_traces(include_last_profiler_step)
         assert self.t.is_parsed
         self._full = self.t
-        self._work = _device_work_view(self.t)
+        self._views = {cat: _view_without(self.t, cat) for cat in set(_VIEWS.values())}
 
     @contextlib.contextmanager
-    def _hta_context(self, device_work):
+    def _hta_context(self, without):
         with _comm_kernels_include_xxccl():
-            self.t = self._work if device_work else self._full
+            self.t = self._full if without is None else self._views[without]
             try:
                 yield
             finally:
@@ -350,11 +363,11 @@ class TraceAnalysis(_HtaTraceAnalysis):
 
 
 def _adapted(name, method):
-    device_work = name in _DEVICE_WORK_ANALYSES
+    without = _VIEWS.get(name)
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with self._hta_context(device_work):
+        with self._hta_context(without):
             return method(self, *args, **kwargs)
 
     return run
