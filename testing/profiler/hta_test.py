@@ -51,7 +51,7 @@ def _capture(path, step_fn, steps):
         return json.load(f)
 
 
-N = 768  # A and B take milliseconds each: longer than the host's part of a step
+N = 1280  # A and B take tens of milliseconds each: far longer than the host's part of a step, also on a loaded machine
 
 
 def _dependent_streams_step(i):
