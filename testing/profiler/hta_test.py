@@ -487,6 +487,26 @@ def test_critical_path_follows_cross_stream_and_host_syncs(one_rank, one_rank_ht
     assert breakdown["duration"].sum() <= cpu_step["dur"] + 1e-3
 
 
+def test_two_ranks_critical_path_counts_collectives_as_communication(two_ranks_hta):
+    bound = {}
+    for rank in (0, 1):
+        graph, ok = two_ranks_hta.critical_path_analysis(rank=rank, annotation="ProfilerStep#1", instance_id=0)
+        assert ok
+        b = graph.get_critical_path_breakdown()
+        names = b["s_name"].fillna("")
+        bound.update({(rank, n): v for n, v in zip(names, b["bound_by"]) if n.startswith("xxccl:")})
+    assert bound, "a collective is on some rank's critical path"
+    assert set(bound.values()) == {"gpu_communication_bound"}, bound
+
+
+def test_launch_ids_and_aten_op_to_kernel_delays(one_rank, one_rank_hta):
+    trace = one_rank[1][0]
+    df = one_rank_hta.get_aten_op_kernels_and_delay(ranks=[0])[0].set_index(["aten_op_name", "kernel_sequence"])
+    # Every matmul (A and B of each step) launched its one kernel from aten::mm.
+    mm = [e for e in _launched_work(trace) if e["name"] == "xxnpu::mm"]
+    assert df.loc[("aten::mm", "xxnpu::mm"), "occurrence_count"] == len(mm) == 10
+
+
 # ---------------------------------------------------------------- trace diff
 
 

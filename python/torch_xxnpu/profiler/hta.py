@@ -50,7 +50,9 @@ try:
     from hta.common.trace import Trace as _HtaTrace
     from hta.common.trace import add_fwd_bwd_links, add_iteration, transform_correlation_to_index
     from hta.common.trace_parser import parse_trace_dataframe
+    from hta.analyzers.critical_path_analysis import CPGraph
     from hta.common.trace_symbol_table import TraceSymbolTable
+    from hta.common.types import KERNEL_LAUNCH_CATEGORY_PATTERN
     from hta.configs.default_values import DEFAULT_TRACE_DIR, AttributeSpec, ValueType
     from hta.configs.parser_config import DEFAULT_PARSE_VERSION, ParserConfig
     from hta.trace_analysis import TraceAnalysis as _HtaTraceAnalysis
@@ -138,7 +140,17 @@ class _SymbolTable(TraceSymbolTable):
 
     def __init__(self, roles=None):
         super().__init__()
-        self.sym_index = _RoleIndex(ROLE_NAMES if roles is None else roles)
+        self.roles = dict(ROLE_NAMES if roles is None else roles)
+        self.sym_index = _RoleIndex(self.roles)
+
+    def get_kernel_launch_ids(self):
+        # HTA finds launches here by a regex over the symbols (cuda.*LaunchKernel, ...):
+        # add the symbols that play a matched CUDA name's role.
+        ids = set(super().get_kernel_launch_ids())
+        for cuda, ours in self.roles.items():
+            if KERNEL_LAUNCH_CATEGORY_PATTERN.match(cuda) and dict.__contains__(self.sym_index, ours):
+                ids.add(dict.__getitem__(self.sym_index, ours))
+        return sorted(ids)
 
     def add_symbols(self, symbols):
         for s in symbols:
@@ -352,6 +364,12 @@ class TraceAnalysis(_HtaTraceAnalysis):
         self._full = self.t
         self._views = {cat: _view_without(self.t, cat) for cat in set(_VIEWS.values())}
 
+    def critical_path_analysis(self, rank, annotation, instance_id):
+        graph, ok = self._critical_path_analysis(rank, annotation, instance_id)
+        if graph is not None:
+            graph.__class__ = _CPGraph  # its breakdown, read later, classifies kernels too
+        return graph, ok
+
     @contextlib.contextmanager
     def _hta_context(self, without):
         with _comm_kernels_include_xxccl():
@@ -375,5 +393,16 @@ def _adapted(name, method):
 
 for _name, _method in list(vars(_HtaTraceAnalysis).items()):
     if callable(_method) and not _name.startswith("_"):
-        setattr(TraceAnalysis, _name, _adapted(_name, _method))
+        setattr(TraceAnalysis, "_critical_path_analysis" if _name == "critical_path_analysis" else _name,
+                _adapted(_name, _method))
 del _name, _method
+
+
+class _CPGraph(CPGraph):
+    """The graph ``critical_path_analysis`` returns: its breakdown (``bound_by``, also
+    behind ``summary()``) tells communication kernels by HTA's regex when it is called,
+    after the analysis has returned."""
+
+    def get_critical_path_breakdown(self):
+        with _comm_kernels_include_xxccl():
+            return super().get_critical_path_breakdown()
