@@ -27,12 +27,14 @@ loads (``Trace``, below) and the context each analysis runs in:
   kernel a negative duration.
 * stream 0: HTA assigns device events to profiler steps only on streams > 0 (CUDA's
   stream ids never are 0); the loader does the same for stream 0.
-* device work only: the breakdowns count every event that has ``args.stream`` as device
-  work; they get a view of the trace without the ``cuda_sync`` waits, which are idle time.
+* views: the breakdowns count every event that has ``args.stream`` as device work, so
+  they run on the trace without the ``cuda_sync`` waits (idle time); the critical path
+  numbers the instances of an annotation among all events of its name, so it runs on the
+  trace without the annotations' projections onto the streams.
 * collectives: HTA classifies a kernel as communication with the module-level regex
   ``hta.utils.utils.NCCL_KERNEL_RE``, which no argument or subclass reaches. Each
-  analysis runs with it widened to also match ``xxccl:`` kernels, restored afterwards
-  (see ``_hta_context``).
+  analysis (and the critical path graph's breakdown) runs with it widened to also match
+  ``xxccl:`` kernels, restored afterwards (``_comm_kernels_include_xxccl``).
 
 ``Trace`` is also what ``hta.trace_diff`` needs: ``LabeledTrace(label, t=Trace(trace_dir=d))``
 (or ``labeled_trace(d, label)``).
@@ -60,8 +62,9 @@ try:
     from hta.version import __version_tuple__ as _HTA_VERSION
 except ImportError as e:  # pragma: no cover - exercised only without HTA
     raise ImportError(
-        "torch_xxnpu.profiler.hta needs HolisticTraceAnalysis: pip install holistictraceanalysis==0.5.0 "
-        f"psutil ({e})"
+        "torch_xxnpu.profiler.hta needs HolisticTraceAnalysis 0.5.0 and what it imports (tools/setup.sh): "
+        "pip install --no-deps holistictraceanalysis==0.5.0 && pip install 'pandas<3' plotly networkx psutil "
+        f"PyYAML ({e})"
     ) from e
 
 __all__ = ["TraceAnalysis", "Trace", "LabeledTrace", "labeled_trace", "ROLE_NAMES", "SUPPORTED_HTA_VERSION"]
@@ -354,7 +357,8 @@ _VIEWS = {
 class TraceAnalysis(_HtaTraceAnalysis):
     """HTA's ``TraceAnalysis`` over xxnpu traces (one file per rank in ``trace_dir``, or
     ``trace_files={rank: path}``). Every analysis of HTA's class is available, unchanged;
-    see the module docstring for what is adapted."""
+    see the module docstring for what is adapted. The graph ``critical_path_analysis``
+    returns is HTA's ``CPGraph``."""
 
     def __init__(self, trace_files=None, trace_dir=DEFAULT_TRACE_DIR, include_last_profiler_step=False):
         # Not HTA's __init__: it would load the files with HTA's Trace.
@@ -365,10 +369,10 @@ class TraceAnalysis(_HtaTraceAnalysis):
         self._views = {cat: _view_without(self.t, cat) for cat in set(_VIEWS.values())}
 
     def critical_path_analysis(self, rank, annotation, instance_id):
-        graph, ok = self._critical_path_analysis(rank, annotation, instance_id)
-        if graph is not None:
-            graph.__class__ = _CPGraph  # its breakdown, read later, classifies kernels too
-        return graph, ok
+        result = self._critical_path_analysis(rank, annotation, instance_id)
+        if result is not None and result[0] is not None:
+            result[0].__class__ = _CPGraph  # its breakdown, read later, classifies kernels too
+        return result  # None when HTA finds no such annotation
 
     @contextlib.contextmanager
     def _hta_context(self, without):
