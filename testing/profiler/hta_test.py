@@ -57,9 +57,11 @@ N = 1280  # A and B take tens of milliseconds each: far longer than the host's p
 def _dependent_streams_step(i):
     """Step i: copies in and out (the host waits for the copy out); A (a long matmul) on
     the current stream; B (a long matmul) on a side stream that waits for A through an
-    event; then C (an add) after B, reached through a stream wait on even steps and
-    through the host synchronizing the side stream on odd ones; one more add; a device
-    synchronize."""
+    event; then C (an add, the step's last device work) after B, reached through a stream
+    wait on even steps and through the host synchronizing the side stream on odd ones; a
+    device synchronize. (Nothing is launched behind C: HTA's critical path calls the gap
+    before a kernel a launch delay only if no later launch is queued when it starts, and
+    the simulator's stream thread can be slow to wake on a loaded machine.)"""
     main = torch.xxnpu.current_stream()
     side = _dependent_streams_step.side
     a = _dependent_streams_step.a
@@ -73,8 +75,7 @@ def _dependent_streams_step(i):
         main.wait_stream(side)
     else:
         side.synchronize()
-    z = y + 1  # C
-    _ = z[:128] + h  # the step's last device work
+    _ = y + 1  # C
     torch.xxnpu.synchronize()
 
 
@@ -451,8 +452,9 @@ def test_critical_path_follows_cross_stream_and_host_syncs(one_rank, one_rank_ht
                   key=lambda ie: ie[1]["ts"])
     (a_i, a), = [(i, e) for i, e in work if e["name"] == "xxnpu::mm" and e["args"]["stream"] == main]
     (b_i, b), = [(i, e) for i, e in work if e["name"] == "xxnpu::mm" and e["args"]["stream"] != main]
-    c_i, c = [(i, e) for i, e in work if e["name"] == "xxnpu::add"][0]
-    assert a_i in on_path and b_i in on_path
+    (c_i, c), = [(i, e) for i, e in work if e["name"] == "xxnpu::add"]
+    breakdown = graph.get_critical_path_breakdown()
+    assert a_i in on_path and b_i in on_path, breakdown[breakdown["duration"] > 100].to_string()
 
     def edge(src_event, src_end, dst_event, dst_end, on_critical_path=True):
         s = graph.get_nodes_for_event(src_event)[1 if src_end else 0]
@@ -479,7 +481,6 @@ def test_critical_path_follows_cross_stream_and_host_syncs(one_rank, one_rank_ht
     last_i = max(((i, e) for i, e in work), key=lambda ie: _end(ie[1]))[0]
     assert edge(last_i, True, dsync_i, True, on_critical_path=False).type == CPEdgeType.SYNC_DEPENDENCY
     # A's and B's time is the device's, not a launch delay or the host waiting.
-    breakdown = graph.get_critical_path_breakdown()
     by_event = breakdown.groupby("event_idx")["duration"].sum()
     assert by_event[a_i] == pytest.approx(a["dur"], **US)
     assert by_event[b_i] == pytest.approx(b["dur"], **US)
