@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 import torch_xxnpu  # noqa: F401
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerActivity, profile, schedule
 
 # Not importorskip: HTA is pinned in tools/setup.sh; without it this test must fail.
 import hta  # noqa: F401
@@ -23,7 +23,7 @@ from torch_xxnpu.profiler import hta as xhta
 
 # The 2-rank run uses the distributed tests' harness (spawned ranks, FileStore).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distributed"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the ranks import this module by name
 from dist_harness import check_all_ok, run_ranks  # noqa: E402
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
