@@ -68,9 +68,20 @@ struct ActivityRecord {
   int32_t thread_id = 0;    // OS thread id (gettid) of the host thread, host records
   uint32_t grid[3] = {0, 0, 0};
   uint32_t block[3] = {0, 0, 0};
+  // A stream waiting on an event (kSynchronization, SyncKind::kStreamWaitEvent): the stream
+  // the event was recorded on (-1: unknown). Sits in what was padding: the record stays 136
+  // bytes.
+  int32_t wait_stream = -1;
   uint64_t flops = 0;
   int64_t bytes = 0;        // copy/set/kernel bytes; kMemory: +allocated / -freed
-  uint64_t address = 0;     // kMemory: the device address
+  union {
+    uint64_t address = 0;          // kMemory: the device address
+    // kStreamWaitEvent: the correlation id of the xxnpuEventRecord call that recorded the
+    // event waited on (0: that call was not traced). Kineto's "Stream Wait Event" names it
+    // (wait_on_cuda_event_record_corr_id), so a trace reader can find which work the
+    // waiting stream depended on.
+    uint64_t wait_correlation_id;
+  };
   // kMemory: device totals after the event (for memory timelines).
   uint64_t total_allocated = 0;
   uint64_t total_reserved = 0;

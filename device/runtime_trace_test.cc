@@ -164,6 +164,14 @@ TEST_F(RuntimeTraceTest, StreamWaitingOnAnEventIsRecorded) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->stream, *xxnpuStreamGetId(b));
   EXPECT_GT(w->end_ns - w->start_ns, 1'000'000);
+  // What the wait depended on: the stream the event was recorded on and the traced
+  // xxnpuEventRecord call that recorded it (a runtime record of its own).
+  EXPECT_EQ(w->wait_stream, *xxnpuStreamGetId(a));
+  const ActivityRecord* record_call = Find(rs, ActivityKind::kRuntime, "xxnpuEventRecord");
+  ASSERT_NE(record_call, nullptr);
+  EXPECT_NE(record_call->correlation_id, 0u);
+  EXPECT_EQ(w->wait_correlation_id, record_call->correlation_id);
+  EXPECT_EQ(record_call->stream, *xxnpuStreamGetId(a));
   ASSERT_TRUE(xxnpuEventDestroy(e).ok());
   ASSERT_TRUE(xxnpuStreamDestroy(a).ok());
   ASSERT_TRUE(xxnpuStreamDestroy(b).ok());

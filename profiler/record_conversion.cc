@@ -123,6 +123,9 @@ std::string Hex(uint64_t v) {
 
 const char* NameOf(const ActivityRecord& r) { return r.name != nullptr ? r.name : "xxnpu (unnamed)"; }
 
+// Kineto's name for a stream waiting on an event (CUPTI's sync type), on the device row.
+constexpr char kStreamWaitEventName[] = "Stream Wait Event";
+
 const char* SyncKindName(uint8_t subkind) {
   switch (static_cast<SyncKind>(subkind)) {
     case SyncKind::kStreamSynchronize: return "stream";
@@ -245,7 +248,7 @@ class RecordConverter {
     PlaceOnDeviceRow(a, r);
     LinkToOp(a, r);
     if (a.linked == nullptr) ++result_.device_unlinked;
-    AddIds(a, r);
+    AddDeviceIds(a, r);
     const int64_t dur = r.end_ns - r.start_ns;
     if (r.kind == ActivityKind::kKernel) {
       a.AddJson("grid", Dim3Json(r.grid));
@@ -276,7 +279,7 @@ class RecordConverter {
     TraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, NameOf(r), r);
     PlaceOnHostRow(a, r);
     LinkToOp(a, r);
-    AddIds(a, r);
+    AddHostIds(a, r);
     const uint32_t flow_id = FlowId(r.correlation_id);
     if (flow_id != 0 && device_ops_.count(r.correlation_id) != 0) SetFlow(a, flow_id, /*start=*/true);
     last_runtime_[r.thread_id] = &a;
@@ -284,18 +287,26 @@ class RecordConverter {
 
   // A host blocked on the device ("<api> (wait)" on its thread, linked to its op), or a
   // stream held until an event completes (CUDA_SYNC on the device row: not the op's work).
+  // The device-side wait is Kineto's "Stream Wait Event" as CUPTI reports it: named by the
+  // sync kind (not the API), with the stream the awaited event was recorded on and the
+  // correlation id of the call that recorded it, which is what trace readers (HTA's
+  // critical path, torch.profiler._trace_validator) follow to the work waited for.
   void OnSynchronization(const ActivityRecord& r) {
     if (IsDeviceWait(r)) {
-      TraceActivity& a = EmitTimed(ActivityType::CUDA_SYNC, NameOf(r), r);
+      TraceActivity& a = EmitTimed(ActivityType::CUDA_SYNC, kStreamWaitEventName, r);
       PlaceOnDeviceRow(a, r);
-      AddIds(a, r);
+      AddDeviceIds(a, r);
+      a.AddQuoted("cuda_sync_kind", kStreamWaitEventName);
+      a.Add("wait_on_stream", r.wait_stream);
+      a.Add("wait_on_cuda_event_record_corr_id",
+                    r.wait_correlation_id != 0 ? static_cast<int64_t>(r.wait_correlation_id) : -1);
       a.AddQuoted("wait", SyncKindName(r.subkind));
       return;
     }
     TraceActivity& a = EmitTimed(ActivityType::PRIVATEUSE1_RUNTIME, std::string(NameOf(r)) + " (wait)", r);
     PlaceOnHostRow(a, r);
     LinkToOp(a, r);
-    AddIds(a, r);
+    AddHostIds(a, r);
     a.AddQuoted("wait", SyncKindName(r.subkind));
   }
 
@@ -365,6 +376,9 @@ class RecordConverter {
     return a;
   }
 
+  // On the stream's row but without args.stream, as Kineto's own GPU user annotations: a
+  // trace reader that finds args.stream takes the event for device work (HTA counts every
+  // event with one as a kernel).
   TraceActivity& EmitAnnotation(const std::string& name, int32_t device, int32_t stream,
                                        const std::pair<int64_t, int64_t>& span) {
     TraceActivity& a = Emit(ActivityType::GPU_USER_ANNOTATION, name);
@@ -373,8 +387,6 @@ class RecordConverter {
     a.device = device;
     a.resource = stream;
     a.threadId = stream;
-    a.Add("device", device);
-    a.Add("stream", stream);
     return a;
   }
 
@@ -402,9 +414,20 @@ class RecordConverter {
     a.linked = Linked(r.external_id[kDefaultIds]);
   }
 
-  static void AddIds(TraceActivity& a, const ActivityRecord& r) {
+  // Device activities: args.stream is their row (Kineto's convention, which HTA uses to
+  // tell device work from host events).
+  static void AddDeviceIds(TraceActivity& a, const ActivityRecord& r) {
     if (r.device >= 0) a.Add("device", r.device);
     if (r.stream >= 0) a.Add("stream", r.stream);
+    if (r.correlation_id != 0) a.Add("correlation", r.correlation_id);
+  }
+
+  // Host-side events (runtime calls, waits) name the stream they queued on or waited for
+  // "target stream", never "stream": Kineto's runtime events carry no args.stream, and
+  // readers such as HTA take any event that has one for device work.
+  static void AddHostIds(TraceActivity& a, const ActivityRecord& r) {
+    if (r.device >= 0) a.Add("device", r.device);
+    if (r.stream >= 0) a.Add("target stream", r.stream);
     if (r.correlation_id != 0) a.Add("correlation", r.correlation_id);
   }
 

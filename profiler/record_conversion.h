@@ -7,7 +7,9 @@
 //   kMemset                 -> GPU_MEMSET          on the device row
 //   kRuntime                -> PRIVATEUSE1_RUNTIME on the issuing host thread's row
 //   kSynchronization (host) -> PRIVATEUSE1_RUNTIME "<api> (wait)" on the host thread's row
-//   kSynchronization (device stream waiting on an event) -> CUDA_SYNC on the device row
+//   kSynchronization (device stream waiting on an event) -> CUDA_SYNC "Stream Wait Event" on
+//                                 the device row, with Kineto's wait_on_stream and
+//                                 wait_on_cuda_event_record_corr_id (the xxnpuEventRecord call)
 //   kMemory (runtime segments) -> bytes/address/total metadata on the enclosing
 //                                 xxnpuMalloc / xxnpuFree runtime event
 //   kMarker range (subkind 0) -> PRIVATEUSE1_RUNTIME on the host thread's row, args.marker
@@ -23,6 +25,9 @@
 // for it, which is how torch attributes device time to ops. The runtime's own correlation
 // id (shared by a launch and its kernel) goes into args.correlation and is the id of the
 // ac2g flow arrow from the launch to the device activity.
+// args.stream is on device-row activities only (Kineto's convention: readers such as HTA
+// take an event with args.stream for device work); host events that queue on or wait for a
+// stream say so in args["target stream"], and GPU user annotations carry neither.
 // Timestamps stay in Unix-epoch nanoseconds (Kineto's unit and clock).
 #ifndef TORCH_XXNPU_PROFILER_RECORD_CONVERSION_H_
 #define TORCH_XXNPU_PROFILER_RECORD_CONVERSION_H_

@@ -103,6 +103,10 @@ TEST_F(ConversionTest, KernelLaunchPairIsLinkedAndFlowConnected) {
   EXPECT_EQ(launch.flowType(), static_cast<int>(libkineto::kLinkAsyncCpuGpu));
   EXPECT_TRUE(launch.flowStart());
   EXPECT_EQ(launch.getMetadataValue("correlation"), "5");
+  // Host events never carry args.stream (Kineto's runtime events do not; HTA would take
+  // the launch for device work): the stream it queued on is "target stream".
+  EXPECT_EQ(launch.getMetadataValue("stream"), "");
+  EXPECT_EQ(launch.getMetadataValue("target stream"), "3");
 
   const GenericTraceActivity& k = At(1);
   EXPECT_EQ(k.type(), ActivityType::CONCURRENT_KERNEL);
@@ -195,6 +199,8 @@ TEST_F(ConversionTest, HostWaitsAreRuntimeEventsOnTheThreadRow) {
   EXPECT_EQ(w.deviceId(), kHostPid);
   EXPECT_EQ(w.resourceId(), kHostTid);
   EXPECT_EQ(w.getMetadataValue("wait"), "stream");
+  EXPECT_EQ(w.getMetadataValue("stream"), "");
+  EXPECT_EQ(w.getMetadataValue("target stream"), "3");
   EXPECT_EQ(w.linkedActivity(), &op_);
   EXPECT_TRUE(res.devices.empty());
 }
@@ -202,6 +208,8 @@ TEST_F(ConversionTest, HostWaitsAreRuntimeEventsOnTheThreadRow) {
 TEST_F(ConversionTest, DeviceStreamWaitIsSyncOnTheStreamRowAndUnlinked) {
   ActivityRecord wait = Device(ActivityKind::kSynchronization, "xxnpuStreamWaitEvent", 100, 300, 6, 11);
   wait.subkind = static_cast<uint8_t>(SyncKind::kStreamWaitEvent);
+  wait.wait_stream = 5;
+  wait.wait_correlation_id = 4;
   ConversionResult res = Convert({wait});
   ASSERT_EQ(res.activities, 1u);
   EXPECT_EQ(At(0).type(), ActivityType::CUDA_SYNC);
@@ -209,6 +217,22 @@ TEST_F(ConversionTest, DeviceStreamWaitIsSyncOnTheStreamRowAndUnlinked) {
   EXPECT_EQ(At(0).resourceId(), 3);
   EXPECT_EQ(At(0).linkedActivity(), nullptr);
   EXPECT_EQ(At(0).correlationId(), 0);
+  // Kineto's CUDA_SYNC for a stream waiting on an event: named by the sync kind, with the
+  // stream and the record call the wait depends on.
+  EXPECT_EQ(At(0).name(), "Stream Wait Event");
+  EXPECT_EQ(At(0).getMetadataValue("cuda_sync_kind"), "Stream Wait Event");
+  EXPECT_EQ(At(0).getMetadataValue("stream"), "3");
+  EXPECT_EQ(At(0).getMetadataValue("correlation"), "6");
+  EXPECT_EQ(At(0).getMetadataValue("wait_on_stream"), "5");
+  EXPECT_EQ(At(0).getMetadataValue("wait_on_cuda_event_record_corr_id"), "4");
+}
+
+TEST_F(ConversionTest, StreamWaitOnAnUntracedRecordSaysSo) {
+  ActivityRecord wait = Device(ActivityKind::kSynchronization, "xxnpuStreamWaitEvent", 100, 300, 6, 0);
+  wait.subkind = static_cast<uint8_t>(SyncKind::kStreamWaitEvent);
+  Convert({wait});
+  EXPECT_EQ(At(0).getMetadataValue("wait_on_stream"), "-1");
+  EXPECT_EQ(At(0).getMetadataValue("wait_on_cuda_event_record_corr_id"), "-1");
 }
 
 TEST_F(ConversionTest, RuntimeSegmentAllocationAnnotatesItsCall) {
@@ -248,6 +272,8 @@ TEST_F(ConversionTest, UserAnnotationsSpanTheirDeviceWorkPerStream) {
   EXPECT_EQ(span.correlationId(), 12);
   EXPECT_EQ(span.deviceId(), 1);
   EXPECT_EQ(span.resourceId(), 3);
+  // On the stream's row, but not device work: no args.stream (as Kineto's own).
+  EXPECT_EQ(span.getMetadataValue("stream"), "");
 }
 
 ActivityRecord Marker(const char* name, int64_t start, int64_t end, uint8_t subkind = 0, int32_t tid = kHostTid) {

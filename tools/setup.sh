@@ -9,7 +9,14 @@ APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgt
               libbenchmark-dev pkg-config g++ openjdk-17-jdk-headless)
 # torch's CPU wheel is pinned: an unpinned torch pulls a multi-GB CUDA build.
 # expecttest: torch.testing._internal (OpInfo database, device-generic tests) imports it.
-PIP_PACKAGES=(torch==2.13.0 pytest numpy expecttest==0.3.0)
+# HolisticTraceAnalysis (testing/profiler:hta_test, torch_xxnpu.profiler.hta) is installed
+# without its declared dependencies (they pull jupyterlab: ~2 min against ~35 s), so what
+# it imports is listed here, pinned: pandas 2.x (HTA 0.5.0 fails on pandas 3: int8 columns
+# it writes wider values into, DataFrame.drop(axis=, columns=), chained in-place fillna),
+# plotly, networkx (critical path), psutil, PyYAML.
+PIP_PACKAGES=(torch==2.13.0 pytest numpy expecttest==0.3.0
+              pandas==2.3.3 plotly==7.1.0 networkx==3.6.1 psutil==7.2.2 PyYAML==6.0.3)
+PIP_NODEPS_PACKAGES=(holistictraceanalysis==0.5.0)
 PYTHON="${PYTHON:-python3}"
 
 say() { echo "[setup] $*"; }
@@ -31,8 +38,9 @@ else
 fi
 
 command -v "$PYTHON" >/dev/null || die "no $PYTHON on PATH (Python 3.11 with pip is expected)"
-need_pip=()
-"$PYTHON" - "${PIP_PACKAGES[@]}" <<'PY' > /tmp/torch_xxnpu_pip_missing || true
+# Prints the specs (name==version) whose package is missing or at another version.
+missing_pip() {
+  "$PYTHON" - "$@" <<'PY' || true
 import sys, importlib.metadata as md
 for spec in sys.argv[1:]:
     name, _, version = spec.partition("==")
@@ -43,14 +51,25 @@ for spec in sys.argv[1:]:
     if version and have.split("+")[0] != version:
         print(spec)
 PY
-mapfile -t need_pip < /tmp/torch_xxnpu_pip_missing
-if ((${#need_pip[@]})); then
-  say "installing pip packages: ${need_pip[*]}"
-  "$PYTHON" -m pip install --quiet --disable-pip-version-check "${need_pip[@]}" \
-    || die "pip install ${need_pip[*]} failed"
-else
-  say "pip packages present"
-fi
+}
+# pip_install LABEL [pip options] -- SPECS...: installs the specs that are missing.
+pip_install() {
+  local label="$1"; shift
+  local opts=()
+  while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+  shift
+  local need=()
+  mapfile -t need < <(missing_pip "$@")
+  if ((${#need[@]})); then
+    say "installing $label: ${need[*]}"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check "${opts[@]}" "${need[@]}" \
+      || die "pip install ${need[*]} failed"
+  else
+    say "$label present"
+  fi
+}
+pip_install "pip packages" -- "${PIP_PACKAGES[@]}"
+pip_install "pip packages without their dependencies" --no-deps -- "${PIP_NODEPS_PACKAGES[@]}"
 
 command -v bazel >/dev/null || die "bazel not on PATH after installing bazel-bootstrap"
 "$PYTHON" tools/configure.py | sed 's/^/[setup] /'

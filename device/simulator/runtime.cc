@@ -292,6 +292,7 @@ class ApiCall {
     device_ = device;
     stream_ = stream;
   }
+  uint64_t correlation_id() const { return correlation_id_; }  // 0: not traced
 
  private:
   const char* name_;
@@ -540,6 +541,11 @@ absl::Status xxnpuStreamWaitEvent(xxnpuStream_t stream, xxnpuEvent_t event) {
   cmd.type = Command::Type::kWaitEvent;
   cmd.event = e;
   cmd.generation = generation;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    cmd.wait_stream = e->stream_id;
+    cmd.wait_correlation_id = e->record_correlation_id;
+  }
   call.Tag(cmd, *s);
   s->Enqueue(std::move(cmd));
   return absl::OkStatus();
@@ -603,13 +609,19 @@ absl::Status xxnpuEventRecord(xxnpuEvent_t event, xxnpuStream_t stream) {
                                                    " recorded on a stream of xxnpu:", s->device,
                                                    "; record it on a stream of its own device"));
   }
+  // Traced like CUDA's cudaEventRecord: a stream waiting on the event later names this
+  // call's correlation id, which is how a trace reader (HTA's critical path) finds the work
+  // the waiting stream depends on.
+  ApiCall call("xxnpuEventRecord");
   Command cmd;
   cmd.type = Command::Type::kEventRecord;
   cmd.event = e;
+  call.Tag(cmd, *s);
   {
     std::lock_guard<std::mutex> lock(e->mu);
     cmd.generation = ++e->recorded;
     e->stream_id = s->id;
+    e->record_correlation_id = call.correlation_id();
   }
   s->Enqueue(std::move(cmd));
   return absl::OkStatus();

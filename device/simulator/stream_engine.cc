@@ -115,9 +115,14 @@ void StreamImpl::FillSlot(Command& slot, Command& cmd) {
       slot.value = cmd.value;
       return;
     case Command::Type::kEventRecord:
+      slot.event = cmd.event;
+      slot.generation = cmd.generation;
+      return;
     case Command::Type::kWaitEvent:
       slot.event = cmd.event;
       slot.generation = cmd.generation;
+      slot.wait_stream = cmd.wait_stream;
+      slot.wait_correlation_id = cmd.wait_correlation_id;
       return;
     case Command::Type::kHostFunc:
       slot.host_fn = std::move(cmd.host_fn);
@@ -384,6 +389,8 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
         r.start_ns = start;
         r.end_ns = NowNs();
         FillDeviceRecord(cmd, *this, &r);
+        r.wait_stream = cmd.wait_stream;
+        r.wait_correlation_id = cmd.wait_correlation_id;
         ActivityRecordEmit(r);
       }
       return;

@@ -45,6 +45,10 @@ struct alignas(64) Command {
   // kEventRecord / kWaitEvent
   EventImpl* event = nullptr;
   uint64_t generation = 0;
+  // kWaitEvent: where and by which traced call the awaited record was made, read when the
+  // wait is queued (a later re-record of the event must not change what this wait shows).
+  int wait_stream = -1;
+  uint64_t wait_correlation_id = 0;
   // kHostFunc
   absl::AnyInvocable<void()> host_fn;
 };
@@ -74,6 +78,9 @@ struct EventImpl {
   uint64_t created_at = 0; // `recorded` when this life began: == recorded means never recorded
   int64_t time_ns = 0;     // device time at `completed`
   int stream_id = -1;      // stream of the latest record
+  // Correlation id of the latest record's xxnpuEventRecord call (0: not traced), for the
+  // profiler's record of a stream waiting on this event.
+  uint64_t record_correlation_id = 0;
   // Set when the record was reached on a stream holding a sticky error.
   absl::Status error;
 
