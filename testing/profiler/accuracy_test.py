@@ -291,7 +291,8 @@ def measure(w, trace, key_averages, truth):
 
     # A wait is in the trace only if the stream really waited (the event had not completed
     # when the stream reached it); either way B must follow A, in truth and in the trace.
-    syncs = {s["args"]["correlation"]: s for s in tr.of("cuda_sync", "xxnpuStreamWaitEvent")}
+    # The stream's wait is Kineto's "Stream Wait Event" (cuda_sync on the device row).
+    syncs = {s["args"]["correlation"]: s for s in tr.of("cuda_sync", "Stream Wait Event")}
     wait_calls = sorted(tr.of("privateuse1_runtime", "xxnpuStreamWaitEvent"), key=lambda e: e["t0"])
     recorded = 0
     for wt in w.waits:
