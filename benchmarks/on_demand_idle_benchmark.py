@@ -6,12 +6,16 @@ process started with or without it; the children alternate (off, on, off, on, ..
 that the machine's load drifts over both alike. Each child times:
 
 - a training loop (a 2-layer MLP on xxnpu, SGD, ``loss.item()`` per iteration, as a loop
-  that logs its loss): median time per iteration over --iterations, after a warm-up;
+  that logs its loss): median time per iteration over --iterations, after a warm-up; in
+  the children with the variable, also with our hook taken out and put back, alternating;
 - ``optimizer.step()`` of an SGD over one 1-element CPU tensor (a step that does almost
-  nothing, so the global post hook's cost is not lost in it): median per call; in the
-  children with the variable, also with our hook taken out of torch.optim's global hooks,
-  interleaved in the same process (the hook's own cost, free of the processes' spread);
-- ``torch.xxnpu.markers.step()``: median per call.
+  nothing, so the global post hook's cost is not lost in it): per call, and the same
+  alternation (the hook's own cost, free of the spread between processes);
+- ``torch.xxnpu.markers.step()``: per call;
+- the idle hook called directly (from a lambda: an upper bound of what the optimizer's
+  hook loop pays for it).
+
+Per-call figures are timeit's (the fastest of several runs); per-iteration ones medians.
 
 Run: bazel run --config=opt //benchmarks:on_demand_idle_benchmark [-- --runs 6 --iterations 300]
 """
@@ -26,6 +30,7 @@ import time
 
 
 def _per_call_us(fn, calls, reps=7):
+    """timeit's figure: the fastest of `reps` runs (the others were disturbed more)."""
     gc.disable()
     try:
         times = []
@@ -34,12 +39,14 @@ def _per_call_us(fn, calls, reps=7):
             for _ in range(calls):
                 fn()
             times.append((time.perf_counter_ns() - t0) / calls / 1e3)
-        return statistics.median(times)
+        return min(times)
     finally:
         gc.enable()
 
 
 def child(iterations):
+    import threading
+
     import torch
     import torch_xxnpu  # noqa: F401
 
@@ -55,39 +62,48 @@ def child(iterations):
         loss.item()
         opt.step()
 
+    def loop_us(n):
+        gc.disable()
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            iteration()
+            times.append((time.perf_counter_ns() - t0) / 1e3)
+        gc.enable()
+        return statistics.median(times)
+
     for _ in range(30):
         iteration()
-    times = []
-    gc.disable()
-    for _ in range(iterations):
-        t0 = time.perf_counter_ns()
-        iteration()
-        times.append((time.perf_counter_ns() - t0) / 1e3)
-    gc.enable()
-
     tiny = torch.zeros(1, requires_grad=True)
     tiny.grad = torch.zeros(1)
     tiny_opt = torch.optim.SGD([tiny], lr=0.0)
     result = {
-        "iteration_us": statistics.median(times),
+        "iteration_us": loop_us(iterations),
         "optimizer_step_us": _per_call_us(tiny_opt.step, 2000),
         "marker_step_us": _per_call_us(torch.xxnpu.markers.step, 100000),
-        "listening": any(t.name == "xxnpu-on-demand" for t in __import__("threading").enumerate()),
+        "listening": any(t.name == "xxnpu-on-demand" for t in threading.enumerate()),
     }
     if result["listening"]:
+        # What the variable changes for a running loop is our optimizer hook (the listener
+        # thread sleeps in accept()): with it and without it, alternating in one process.
         from torch.optim import optimizer as optim_module
 
         from torch_xxnpu.profiler.capture import agent
 
         hooks = optim_module._global_optimizer_post_hooks
         key = next(k for k, h in hooks.items() if h is agent._on_optimizer_step)
-        with_hook, without = [], []
+        step_diff, iter_diff = [], []
         for _ in range(7):
-            with_hook.append(_per_call_us(tiny_opt.step, 2000, reps=1))
+            with_hook = (_per_call_us(tiny_opt.step, 500, reps=3), loop_us(iterations // 7))
             del hooks[key]
-            without.append(_per_call_us(tiny_opt.step, 2000, reps=1))
+            without = (_per_call_us(tiny_opt.step, 500, reps=3), loop_us(iterations // 7))
             hooks[key] = agent._on_optimizer_step
-        result["hook_us"] = statistics.median(a - b for a, b in zip(with_hook, without))
+            step_diff.append(with_hook[0] - without[0])
+            iter_diff.append(with_hook[1] - without[1])
+        result["hook_step_us"] = statistics.median(step_diff)
+        result["hook_iteration_us"] = statistics.median(iter_diff)
+        hook = agent._on_optimizer_step
+        result["hook_call_us"] = _per_call_us(lambda: hook(tiny_opt, (), {}), 100000)
     return result
 
 
@@ -122,7 +138,10 @@ def main():
                        ("marker_step_us", "markers.step() (us)")):
         off, on = med("off", key), med("on", key)
         print(f"{label:28}{off:10.2f}{on:10.2f}{on - off:+11.2f}")
-    print(f"{'our post hook, same process':28}{'':20}{med('on', 'hook_us'):+11.2f}")
+    print("with the variable, our hook present - removed, alternating in one process:")
+    print(f"{'  training iteration (us)':28}{'':20}{med('on', 'hook_iteration_us'):+11.2f}")
+    print(f"{'  tiny optimizer.step (us)':28}{'':20}{med('on', 'hook_step_us'):+11.2f}")
+    print(f"{'  a call of the idle hook (us)':28}{'':20}{med('on', 'hook_call_us'):11.3f}  (from a lambda, as timed)")
     print("per process, iteration us (off / on): " + ", ".join(
         f"{a['iteration_us']:.0f}/{b['iteration_us']:.0f}" for a, b in zip(results["off"], results["on"])))
 

@@ -436,6 +436,13 @@ def test_process_that_did_not_opt_in(tmp_path, capsys, value, message):
         other.communicate("")
 
 
+def test_launchers_pid_points_to_its_listening_child(target):
+    # --pid of a launcher (a shell, torchrun): here this process, the target's parent.
+    message = cli._not_listening(os.getpid())
+    assert message.startswith(f"process {os.getpid()} ")
+    assert message.endswith(f"Its child process {target.pid} is listening: give --pid {target.pid}")
+
+
 def test_iterations_below_one(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--pid", "1", "--iterations", "0", "--out", str(tmp_path)])

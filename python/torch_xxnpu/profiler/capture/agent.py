@@ -364,8 +364,9 @@ def _stop(cap, export, partial=None):
         _raise_program_error(program_error)
         return
     paused_ms = (time.perf_counter() - t0) * 1e3
-    result = dict(path=path, iterations=cap.done if cap.iterations is not None else None,
-                  steps=cap.done, captured_ms=round(captured_ms, 1), paused_ms=round(paused_ms, 1))
+    # steps: boundaries passed (= iterations for an iteration capture); captured_ms: first
+    # boundary to stop; paused_ms: what ending the capture cost the program's loop.
+    result = dict(path=path, steps=cap.done, captured_ms=round(captured_ms, 1), paused_ms=round(paused_ms, 1))
     if partial:
         result["partial"] = partial
     if program_error is not None:
@@ -469,8 +470,9 @@ def _frames_busy():
     """Whether the main thread was interrupted inside the profiler's code or ours.
 
     A pending call runs between any two bytecodes: starting or stopping a capture in the
-    middle of torch.profiler's own code (or of our transition) would break its state.
-    The frames below _run_main_queue's are the interrupted ones.
+    middle of torch.profiler's own code (or of our transition) would break its state, and
+    inside Optimizer.step it would cut its range (as a boundary there would, see
+    _after_return). The frames below _run_main_queue's are the interrupted ones.
     """
     frame = sys._getframe(1)
     while frame is not None and frame.f_code is not _run_main_queue.__code__:
@@ -478,7 +480,8 @@ def _frames_busy():
     frame = frame.f_back if frame is not None else None
     while frame is not None:
         name = frame.f_code.co_filename
-        if name == __file__ or name.startswith(_TORCH_PROFILER_DIR) or name == _AUTOGRAD_PROFILER_FILE:
+        if (name == __file__ or name.startswith(_TORCH_PROFILER_DIR) or name == _AUTOGRAD_PROFILER_FILE
+                or _is_optimizer_step_frame(frame)):
             return True
         frame = frame.f_back
     return False

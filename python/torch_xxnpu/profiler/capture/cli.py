@@ -21,7 +21,38 @@ class CaptureError(Exception):
     """A capture that could not be taken; the message says why and what was expected."""
 
 
+def _listening_children(pid):
+    """Child processes of pid that do listen: --pid was a launcher's (a shell, torchrun)."""
+    found = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return found
+    for child in children:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(protocol.address(child))
+            found.append(child)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+    return found
+
+
 def _not_listening(pid):
+    message = _why_not_listening(pid)
+    children = _listening_children(pid)
+    if children:
+        listed = ", ".join(str(c) for c in children)
+        message += (f". Its child process{'es' if len(children) > 1 else ''} {listed} "
+                    f"{'are' if len(children) > 1 else 'is'} listening: give --pid {children[0]}")
+    return message
+
+
+def _why_not_listening(pid):
     """Why nothing answers at pid's address: the program's environment tells opt-in apart
     from not-yet-imported (/proc/PID/environ is the environment it was started with)."""
     how = (f"start it with {protocol.ENV_VAR}=1 in its environment (read when the program "
@@ -47,7 +78,11 @@ def _alive(pid):
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a process that exited but was not reaped yet is a zombie: gone for us
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _refusal(pid, message):
@@ -73,7 +108,8 @@ def _timeout_message(pid, timeout, iterations, duration_ms, armed, started, done
                 "cancelled: no capture will start. For a loop without either, use --duration-ms")
     if not started:
         return (f"timed out after {timeout:g} s: the main thread of process {pid} ran no Python code since the "
-                "request (blocked in a long call?). The request is cancelled: no capture will start")
+                "request (blocked in a long call, or waiting for threads that do the work: --iterations captures "
+                "the thread that steps). The request is cancelled: no capture will start")
     if iterations is not None:
         return (f"timed out after {timeout:g} s: the capture started but only {done} of {iterations} "
                 f"iterations completed. Cancelled: process {pid} stops the capture at its next iteration "
