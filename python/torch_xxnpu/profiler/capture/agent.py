@@ -3,7 +3,7 @@ XXNPU_PROFILER_ON_DEMAND=1 (nothing of it exists otherwise).
 
 The mechanism, and why:
 
-- **Requests arrive on a Unix socket** (protocol.address(pid)) accepted by one daemon
+- **Requests arrive on a Unix socket** (protocol.address) accepted by one daemon
   thread blocked in accept(): it costs nothing while idle (no wake-ups, no polling), and
   a connection gives what a signal or a request file cannot: the agent answers at once
   (armed, busy, refused), reports progress and the trace's path on the same channel, and
@@ -185,6 +185,10 @@ class _Capture:
         self.requested_at = time.monotonic()
         self.started_at = None
 
+    def requester(self):
+        # SO_PEERCRED gives 0 for a peer outside our pid namespace (a CLI on the host).
+        return f"pid {self.peer_pid}" if self.peer_pid else "a process outside this pid namespace"
+
     def what(self):
         if self.iterations is not None:
             return f"{self.iterations} iteration{'s' if self.iterations != 1 else ''}"
@@ -328,7 +332,7 @@ def _start(cap):
     where = {"optimizer": "at an optimizer step", "marker": "at a torch.xxnpu.markers.step()"}.get(
         cap.source, "on the main thread")
     cap.send(event="started", at=where)
-    _log(f"capturing {cap.what()}, started {where} (requested by pid {cap.peer_pid})")
+    _log(f"capturing {cap.what()}, started {where} (requested by {cap.requester()})")
 
 
 def _stop(cap, export, partial=None):
@@ -571,7 +575,7 @@ def _arm(request, conn, peer_pid):
             age = time.monotonic() - cap.requested_at
             doing = "running" if cap.state == "running" else "waiting for its start"
             return None, ("busy", f"a capture is already {doing} in this process ({cap.what()} to "
-                                  f"{cap.out}, requested {age:.1f} s ago by pid {cap.peer_pid}); one at a time")
+                                  f"{cap.out}, requested {age:.1f} s ago by {cap.requester()}); one at a time")
         conflict = _program_profiler(thread_local=False)
         if conflict:
             return None, ("profiler", conflict)
@@ -700,7 +704,7 @@ def install():
     _installed = True
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
-        listener.bind(protocol.address(os.getpid()))
+        listener.bind(protocol.own_address())
         listener.listen(4)
     except OSError as e:
         listener.close()

@@ -21,6 +21,27 @@ class CaptureError(Exception):
     """A capture that could not be taken; the message says why and what was expected."""
 
 
+def _address_of(pid):
+    """The address of the program with pid ``pid`` (as this process sees it): named after
+    its pid as it sees itself (the last NSpid in /proc/PID/status) and its pid namespace."""
+    own_pid = pid
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    own_pid = int(line.split()[-1])
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    namespace = protocol.namespace_inode(pid, "pid") or protocol.namespace_inode("self", "pid") or 0
+    return protocol.address(own_pid, namespace)
+
+
+def _other_network_namespace(pid):
+    theirs, ours = protocol.namespace_inode(pid, "net"), protocol.namespace_inode("self", "net")
+    return theirs is not None and ours is not None and theirs != ours
+
+
 def _listening_children(pid):
     """Child processes of pid that do listen: --pid was a launcher's (a shell, torchrun)."""
     found = []
@@ -33,7 +54,7 @@ def _listening_children(pid):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             probe.settimeout(1.0)
-            probe.connect(protocol.address(child))
+            probe.connect(_address_of(child))
             found.append(child)
         except OSError:
             pass
@@ -152,8 +173,13 @@ def request(pid, out, iterations=None, duration_ms=None, record_shapes=False, pr
     try:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
-            sock.connect(protocol.address(pid))
+            sock.connect(_address_of(pid))
         except (ConnectionRefusedError, FileNotFoundError):
+            if _other_network_namespace(pid):  # abstract sockets do not cross network namespaces
+                raise CaptureError(
+                    f"process {pid} is in another network namespace (a container?), where this command "
+                    f"cannot reach it: run it there (docker exec, kubectl exec, nsenter --target {pid} --net)"
+                ) from None
             raise CaptureError(_not_listening(pid)) from None
         sock.sendall(protocol.encode({
             "protocol": protocol.PROTOCOL, "op": "capture", "iterations": iterations,

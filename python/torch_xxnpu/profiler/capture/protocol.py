@@ -27,16 +27,32 @@ def enabled(value):
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def address(pid):
-    """The agent's socket: a Linux abstract Unix socket named after the pid.
+def address(pid, pid_namespace):
+    """The agent's socket: a Linux abstract Unix socket named after the program's pid as
+    the program sees it and its pid namespace (the inode of /proc/PID/ns/pid).
 
     Abstract, not a file: nothing is left behind when the program dies (no stale file a
     later process with the same pid would have to clean), and no directory has to agree
-    between the program's and the CLI's TMPDIR. Anyone on the host can connect to an
-    abstract name, so the agent accepts only its own user (and root) by the peer's
-    credentials (SO_PEERCRED).
+    between the program's and the CLI's TMPDIR. Abstract names are shared by everything
+    in a network namespace, which several pid namespaces can share (containers of one
+    Kubernetes pod, sandboxed tests run in parallel), each with its own pid 1, 2, ...:
+    the pid namespace in the name keeps their programs apart. Anyone on the host can
+    connect to an abstract name, so the agent accepts only its own user (and root) by
+    the peer's credentials (SO_PEERCRED).
     """
-    return "\0torch_xxnpu.profiler.on_demand.%d" % pid
+    return "\0torch_xxnpu.profiler.on_demand.%d.%d" % (pid_namespace, pid)
+
+
+def namespace_inode(pid, kind):
+    """The inode of /proc/PID/ns/KIND ("pid", "net"), or None if it cannot be read."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def own_address():
+    return address(os.getpid(), namespace_inode("self", "pid") or 0)
 
 
 def encode(message):
