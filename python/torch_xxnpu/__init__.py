@@ -54,4 +54,21 @@ from torch_xxnpu import distributed  # noqa: E402
 
 distributed._register()  # torch.distributed's "xxccl" backend for xxnpu tensors
 
+
+def _install_on_demand_capture():
+    """XXNPU_PROFILER_ON_DEMAND=1 (like Kineto's KINETO_USE_DAEMON=1) lets
+    ``python -m torch_xxnpu.profiler.capture --pid N`` take a trace of this process.
+    Without it nothing is installed: no thread, no socket, no hook."""
+    import os
+
+    from torch_xxnpu.profiler.capture.protocol import ENV_VAR, enabled
+
+    if enabled(os.environ.get(ENV_VAR)):
+        from torch_xxnpu.profiler.capture import agent
+
+        agent.install()
+
+
+_install_on_demand_capture()
+
 __all__ = ["__version__", "distributed", "ops"]

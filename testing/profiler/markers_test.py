@@ -66,7 +66,14 @@ def test_markers_module_and_its_earlier_name_are_one_module():
     assert old_by_import is torch.xxnpu.markers and old_by_from is torch.xxnpu.markers
     assert new_by_torch_name is torch.xxnpu.markers and old_by_torch_name is torch.xxnpu.markers
     assert torch.xxnpu.markers.__name__ == "torch_xxnpu.xxnpu.markers"
-    assert set(torch.xxnpu.markers.__all__) == {"range_push", "range_pop", "mark", "range", "emit_xxnpu"}
+    assert set(torch.xxnpu.markers.__all__) == {"range_push", "range_pop", "mark", "range", "emit_xxnpu", "step"}
+
+
+def test_step_is_a_no_op_without_on_demand_capture():
+    # torch.xxnpu.markers.step() marks iterations for on-demand capture (on_demand_test);
+    # without XXNPU_PROFILER_ON_DEMAND=1 nothing is behind it.
+    assert torch.xxnpu.markers._step_hook is None
+    assert torch.xxnpu.markers.step() is None
 
 
 def test_range_and_mark_show_in_the_trace_and_the_table(tmp_path):

@@ -7,6 +7,8 @@ a range (like ``torch.autograd.profiler.emit_nvtx``), for a profile taken by ano
 another thread. Markers are recorded only while such a capture is on. Like emit_nvtx,
 emit_xxnpu is itself a profiler state: it cannot be entered inside a torch.profiler
 capture on the same thread (torch raises "Profiler is already enabled on this thread").
+``step()`` marks an iteration boundary for on-demand capture (``python -m
+torch_xxnpu.profiler.capture``) in loops without a torch.optim optimizer.
 Also reachable as ``torch.xxnpu.profiler`` (the same module), its earlier name.
 See docs/profiler.md.
 """
@@ -17,7 +19,10 @@ from torch.autograd import ProfilerConfig, ProfilerState
 
 from torch_xxnpu import _C
 
-__all__ = ["range_push", "range_pop", "mark", "range", "emit_xxnpu"]
+__all__ = ["range_push", "range_pop", "mark", "range", "emit_xxnpu", "step"]
+
+# Set by torch_xxnpu.profiler.capture.agent when XXNPU_PROFILER_ON_DEMAND=1; None otherwise.
+_step_hook = None
 
 
 def range_push(msg: str) -> int:
@@ -33,6 +38,20 @@ def range_pop() -> int:
 def mark(msg: str) -> None:
     """An instant marker."""
     _C._marker_mark(msg)
+
+
+def step() -> None:
+    """Marks an iteration boundary (the end of one iteration, the start of the next).
+
+    For on-demand capture of a loop that has no torch.optim optimizer (whose steps are
+    boundaries already): ``python -m torch_xxnpu.profiler.capture --pid N --iterations K``
+    captures K iterations between such calls. A no-op unless the process was started with
+    XXNPU_PROFILER_ON_DEMAND=1 and a capture is requested. Call it once per iteration, on
+    the thread that runs the loop.
+    """
+    hook = _step_hook
+    if hook is not None:
+        hook()
 
 
 class range:
