@@ -418,6 +418,11 @@ def test_two_ranks_have_distributed_info_and_overlapping_collectives(two_ranks, 
     for rank, trace in two_ranks[1].items():
         info = trace["distributedInfo"]
         assert info["rank"] == rank and info["world_size"] == 2 and info["backend"] == "xxccl"
+        # As an NCCL run's: the process groups, with the backend each uses for xxnpu.
+        assert info["pg_count"] >= 1, info
+        default = [pg for pg in info["pg_config"] if pg["pg_desc"] == "default_pg"]
+        assert len(default) == 1 and default[0]["ranks"] == [0, 1] and default[0]["pg_size"] == 2, info
+        assert "xxnpu:xxccl" in default[0]["backend_config"], info
     # The workload overlaps the all_reduce with matmuls: the figure is not trivially 0.
     df = two_ranks_hta.get_comm_comp_overlap(visualize=False)
     assert (df["comp_comm_overlap_pctg"] > 0).all(), df
