@@ -18,15 +18,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "device/env_flag.h"
 #include "device/runtime.h"
 
 namespace xxnpu::distributed {
 namespace {
 
+// Read when a group is created: a malformed value fails init_process_group / new_group
+// with the variable named (ValueError), instead of being taken as true.
 bool EnvFlag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  return std::strcmp(v, "0") != 0;
+  absl::StatusOr<bool> flag = ReadEnvFlag(name, fallback);
+  TORCH_CHECK_VALUE(flag.ok(), "xxccl: ", std::string(flag.status().message()));
+  return *flag;
 }
 
 std::string ReduceOpName(c10d::ReduceOp::RedOpType op) {

@@ -58,6 +58,9 @@ class XxcclBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "xxccl"; }
   // "shm+gloo" when reductions go through shared memory, else "gloo".
   std::string transport() const { return shm_ ? "shm+gloo" : "gloo"; }
+  // What XXCCL_STAGING and XXCCL_CHECK_SHAPES said when the group was created.
+  bool staging() const { return staging_; }
+  bool check_shapes() const { return check_shapes_; }
   bool supportsCoalescing() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "device/env_flag.h"
 #include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
@@ -89,8 +90,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 }  // namespace
 
 bool StrictFallback() {
-  const char* v = std::getenv("XXNPU_STRICT_FALLBACK");
-  return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+  // Read at each fallback (tests and users may set it after import); a malformed value is
+  // an error here, at the point of reading, rather than silently true or false.
+  absl::StatusOr<bool> strict = ReadEnvFlag("XXNPU_STRICT_FALLBACK", false);
+  TORCH_CHECK_VALUE(strict.ok(), std::string(strict.status().message()));
+  return *strict;
 }
 
 std::map<std::string, int64_t> FallbackCounts() {

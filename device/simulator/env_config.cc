@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "device/env_flag.h"
 
 namespace xxnpu {
 namespace {
@@ -16,14 +17,6 @@ absl::StatusOr<int> ParseIntVar(const char* name, const char* value, int lo, int
                                                    lo, ", ", hi, "]"));
   }
   return v;
-}
-
-absl::StatusOr<bool> ParseBoolVar(const char* name, const char* value) {
-  const std::string v = absl::AsciiStrToLower(value);
-  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
-  if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return false;
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, "=\"", value, "\": expected 1/0, true/false, on/off or yes/no"));
 }
 
 }  // namespace
@@ -88,12 +81,12 @@ absl::StatusOr<RuntimeConfig> ParseRuntimeConfig(
     c.fetch_interval_ns = *n;
   }
   if (const char* v = getenv("XXNPU_LAUNCH_BLOCKING")) {
-    auto b = ParseBoolVar("XXNPU_LAUNCH_BLOCKING", v);
+    auto b = ParseEnvFlag("XXNPU_LAUNCH_BLOCKING", v, c.launch_blocking);
     if (!b.ok()) return b.status();
     c.launch_blocking = *b;
   }
   if (const char* v = getenv("XXNPU_STRICT_MEMORY")) {
-    auto b = ParseBoolVar("XXNPU_STRICT_MEMORY", v);
+    auto b = ParseEnvFlag("XXNPU_STRICT_MEMORY", v, c.strict_memory);
     if (!b.ok()) return b.status();
     c.strict_memory = *b;
   }

@@ -70,7 +70,7 @@ TEST(EnvConfigTest, BadValuesNameTheVariableAndWhatIsAccepted) {
   auto fetch = Parse({{"XXNPU_FETCH_INTERVAL_NS", "-5"}});
   EXPECT_THAT(fetch.status().message(), HasSubstr("XXNPU_FETCH_INTERVAL_NS=\"-5\": expected an integer in [0, 1000000]"));
   auto flag = Parse({{"XXNPU_STRICT_MEMORY", "maybe"}});
-  EXPECT_THAT(flag.status().message(), HasSubstr("expected 1/0, true/false"));
+  EXPECT_THAT(flag.status().message(), HasSubstr("expected 1/true/yes/on or 0/false/no/off"));
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_allocator.h"
 #include "device/c10/xxnpu_stream.h"
@@ -28,6 +30,21 @@ namespace py = pybind11;
 
 namespace xxnpu {
 namespace {
+
+// A device index from Python. Python ints are wider than c10::DeviceIndex (int8_t):
+// narrowing before checking made set_device(256) select device 0 (and 128 become -128),
+// so every binding taking an index checks the full value first. -1 means the current
+// device and is passed through; anything else outside 0..count-1 is the error
+// ResolveDeviceIndex raises (torch.AcceleratorError, as CUDA's "invalid device ordinal").
+c10::DeviceIndex DeviceIndexArg(int64_t d) {
+  if (d == -1) return -1;
+  const int64_t count = XxnpuDeviceCount();
+  if (d < 0 || d >= count) {
+    ThrowStatus(absl::OutOfRangeError(absl::StrCat("Invalid xxnpu device index ", d, ": expected 0 <= index < ",
+                                                   count, " (the number of xxnpu devices)")));
+  }
+  return static_cast<c10::DeviceIndex>(d);
+}
 
 py::tuple PackStream(const XxnpuStream& s) {
   return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.unwrap().device_type()));
@@ -196,16 +213,19 @@ void InitDeviceBindings(py::module_& m) {
   });
   m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); });
   m.def("_device_count", [] { return static_cast<int>(XxnpuDeviceCount()); });
+  // torch_xxnpu.xxnpu._utils._get_device_index's check (every torch.xxnpu API taking a
+  // device), so that an index that would be narrowed never reaches a torch.device.
+  m.def("_check_device_index", [](int64_t d) { return static_cast<int>(DeviceIndexArg(d)); });
   m.def("_get_device", [] { return static_cast<int>(ResolveDeviceIndex(-1)); });
-  m.def("_set_device", [](int d) { CheckOk(xxnpuSetDevice(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d)))); });
+  m.def("_set_device", [](int64_t d) { CheckOk(xxnpuSetDevice(ResolveDeviceIndex(DeviceIndexArg(d)))); });
   // The hooks already implement the exchange; the binding only forwards.
-  m.def("_exchange_device", [](int d) {
-    return static_cast<int>(at::detail::getPrivateUse1Hooks().exchangeDevice(static_cast<c10::DeviceIndex>(d)));
+  m.def("_exchange_device", [](int64_t d) {
+    return static_cast<int>(at::detail::getPrivateUse1Hooks().exchangeDevice(DeviceIndexArg(d)));
   });
-  m.def("_synchronize", [](int d) {
+  m.def("_synchronize", [](int64_t d) {
     py::gil_scoped_release no_gil;
     const int previous = ResolveDeviceIndex(-1);
-    CheckOk(xxnpuSetDevice(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d))));
+    CheckOk(xxnpuSetDevice(ResolveDeviceIndex(DeviceIndexArg(d))));
     absl::Status s = xxnpuDeviceSynchronize();
     (void)xxnpuSetDevice(previous);
     CheckOk(s, "torch.xxnpu.synchronize");  // the message names the Python API users called
@@ -225,33 +245,33 @@ void InitDeviceBindings(py::module_& m) {
         return "_XxnpuDeviceProperties(name='" + p.name + "', total_memory=" + std::to_string(p.total_memory >> 20) +
                "MB, multi_processor_count=" + std::to_string(p.compute_units) + ")";
       });
-  m.def("_get_device_properties", [](int d) {
-    return ValueOrThrow(xxnpuGetDeviceProperties(ResolveDeviceIndex(static_cast<c10::DeviceIndex>(d))));
+  m.def("_get_device_properties", [](int64_t d) {
+    return ValueOrThrow(xxnpuGetDeviceProperties(ResolveDeviceIndex(DeviceIndexArg(d))));
   });
 
-  m.def("_current_stream", [](int d) { return PackStream(GetCurrentXxnpuStream(static_cast<c10::DeviceIndex>(d))); });
-  m.def("_default_stream", [](int d) { return PackStream(GetDefaultXxnpuStream(static_cast<c10::DeviceIndex>(d))); });
-  m.def("_set_stream", [](int64_t id, int device_index, int device_type) {
-    auto stream = c10::Stream::unpack3(id, static_cast<c10::DeviceIndex>(device_index),
+  m.def("_current_stream", [](int64_t d) { return PackStream(GetCurrentXxnpuStream(DeviceIndexArg(d))); });
+  m.def("_default_stream", [](int64_t d) { return PackStream(GetDefaultXxnpuStream(DeviceIndexArg(d))); });
+  m.def("_set_stream", [](int64_t id, int64_t device_index, int device_type) {
+    auto stream = c10::Stream::unpack3(id, DeviceIndexArg(device_index),
                                        static_cast<c10::DeviceType>(device_type));
     SetCurrentXxnpuStream(XxnpuStream(stream));
   });
-  m.def("_stream_from_external", [](uintptr_t handle, int d) {
-    return PackStream(GetStreamFromExternal(reinterpret_cast<xxnpuStream_t>(handle), static_cast<c10::DeviceIndex>(d)));
+  m.def("_stream_from_external", [](uintptr_t handle, int64_t d) {
+    return PackStream(GetStreamFromExternal(reinterpret_cast<xxnpuStream_t>(handle), DeviceIndexArg(d)));
   });
   m.def("_stream_priority_range", [] { return py::make_tuple(0, -1); });
-  m.def("_stream_priority", [](int64_t id, int device_index, int device_type) {
-    return XxnpuStream(c10::Stream::unpack3(id, static_cast<c10::DeviceIndex>(device_index),
+  m.def("_stream_priority", [](int64_t id, int64_t device_index, int device_type) {
+    return XxnpuStream(c10::Stream::unpack3(id, DeviceIndexArg(device_index),
                                             static_cast<c10::DeviceType>(device_type)))
         .priority();
   });
 
   m.def("_empty_cache", [] { GetXxnpuAllocator()->emptyCache(); });
-  m.def("_set_memory_fraction", [](double f, int d) {
-    GetXxnpuAllocator()->SetMemoryFraction(f, static_cast<c10::DeviceIndex>(d));
+  m.def("_set_memory_fraction", [](double f, int64_t d) {
+    GetXxnpuAllocator()->SetMemoryFraction(f, DeviceIndexArg(d));
   });
-  m.def("_get_memory_fraction", [](int d) {
-    return GetXxnpuAllocator()->ForDevice(static_cast<c10::DeviceIndex>(d)).GetMemoryFraction();
+  m.def("_get_memory_fraction", [](int64_t d) {
+    return GetXxnpuAllocator()->ForDevice(DeviceIndexArg(d)).GetMemoryFraction();
   });
   m.def("_record_memory_history", &RecordMemoryHistory, py::arg("enabled"), py::arg("max_entries"),
         py::arg("stacks"));

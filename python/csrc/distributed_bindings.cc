@@ -35,7 +35,10 @@ void InitDistributedBindings(py::module_& m) {
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("host_backend"), py::arg("timeout"),
              py::arg("shared_memory") = false)
         .def_property_readonly("_transport", &XxcclBackend::transport,
-                               "'shm+gloo' when reductions use shared memory between the ranks, else 'gloo'");
+                               "'shm+gloo' when reductions use shared memory between the ranks, else 'gloo'")
+        .def_property_readonly("_staging", &XxcclBackend::staging, "XXCCL_STAGING as read at creation")
+        .def_property_readonly("_check_shapes", &XxcclBackend::check_shapes,
+                               "XXCCL_CHECK_SHAPES as read at creation");
   });
 }
 

@@ -59,11 +59,10 @@ def _install_on_demand_capture():
     """XXNPU_PROFILER_ON_DEMAND=1 (like Kineto's KINETO_USE_DAEMON=1) lets
     ``python -m torch_xxnpu.profiler.capture --pid N`` take a trace of this process.
     Without it nothing is installed: no thread, no socket, no hook."""
-    import os
+    from torch_xxnpu._env import env_flag
+    from torch_xxnpu.profiler.capture.protocol import ENV_VAR
 
-    from torch_xxnpu.profiler.capture.protocol import ENV_VAR, enabled
-
-    if enabled(os.environ.get(ENV_VAR)):
+    if env_flag(ENV_VAR):
         from torch_xxnpu.profiler.capture import agent
 
         agent.install()

@@ -54,7 +54,33 @@ def _register():
 
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
+    # devices=["xxnpu"] also makes xxccl Backend.default_device_backend_map's entry for xxnpu.
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["xxnpu"])
+    _default_cpu_backend_too(dist)
+
+
+def _default_cpu_backend_too(dist):
+    """``init_process_group()`` with no backend named gives a group with only the detected
+    accelerator's backend (torch's BackendConfig for "undefined"). For cuda that backend
+    (nccl) is also the group's default; for xxnpu torch falls back to a default of gloo that
+    was never created, so DDP fails ("Could not find backend type 1 ... gloo") and CPU
+    tensors have no backend at all. Adding the CPU's default backend (gloo) to such a group
+    gives what ``"cpu:gloo,xxnpu:xxccl"`` gives. torch has no hook for this, hence the wrap;
+    it changes nothing for groups that name a backend or whose accelerator is not xxnpu."""
+    config = dist.distributed_c10d.BackendConfig
+    if getattr(config.__init__, "_xxnpu_wrapped", False):
+        return
+    original = config.__init__
+
+    def __init__(self, backend):
+        original(self, backend)
+        if (str(backend) == dist.Backend.UNDEFINED
+                and self.device_backend_map.get("xxnpu") == BACKEND_NAME
+                and "cpu" not in self.device_backend_map):
+            self.device_backend_map["cpu"] = dist.Backend(dist.Backend.default_device_backend_map["cpu"])
+
+    __init__._xxnpu_wrapped = True
+    config.__init__ = __init__
 
 
 __all__ = ["BACKEND_NAME"]

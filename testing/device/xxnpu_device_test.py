@@ -101,6 +101,38 @@ def test_set_device_and_current_device():
     assert torch.xxnpu.current_device() == 1
 
 
+@pytest.mark.parametrize("index", [256, 257, 2, 128, 1 << 40, -2, -129, -256])
+def test_an_index_out_of_range_is_an_error_everywhere(index):
+    """256 used to be narrowed to 8 bits and select device 0 (128 became -128). Every API
+    taking an index raises what torch.cuda raises for an invalid ordinal, naming the range;
+    -1 alone means the current device."""
+    torch.xxnpu.set_device(1)
+    calls = {
+        "set_device": lambda: torch.xxnpu.set_device(index),
+        "device": lambda: torch.xxnpu.device(index).__enter__(),
+        "synchronize": lambda: torch.xxnpu.synchronize(index),
+        "mem_get_info": lambda: torch.xxnpu.mem_get_info(index),
+        "memory_allocated": lambda: torch.xxnpu.memory_allocated(index),
+        "reset_peak_memory_stats": lambda: torch.xxnpu.reset_peak_memory_stats(index),
+        "set_per_process_memory_fraction": lambda: torch.xxnpu.set_per_process_memory_fraction(0.5, index),
+        "current_stream": lambda: torch.xxnpu.current_stream(index),
+        "default_stream": lambda: torch.xxnpu.default_stream(index),
+        "Stream": lambda: torch.xxnpu.Stream(index),
+    }
+    for name, call in calls.items():
+        with pytest.raises(torch.AcceleratorError, match=rf"Invalid xxnpu device index {index}: expected 0 <= index < 2"):
+            call()
+        assert torch.xxnpu.current_device() == 1, name
+    for call in (torch.xxnpu.get_device_properties, torch.xxnpu.get_device_name):  # torch.cuda's class
+        with pytest.raises(AssertionError, match=f"Invalid device id {index}: xxnpu has 2 devices"):
+            call(index)
+    # The bindings check the full value too (no narrowing on the way in).
+    with pytest.raises(torch.AcceleratorError, match="Invalid xxnpu device index"):
+        torch_xxnpu._C._set_device(index)
+    assert torch.xxnpu.current_device() == 1
+    torch.xxnpu.set_device(0)
+
+
 def test_device_context_manager_nests_and_restores():
     assert torch.xxnpu.current_device() == 0
     with torch.xxnpu.device(1):

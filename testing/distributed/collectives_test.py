@@ -245,7 +245,8 @@ def backend_names(rank, world):
 def test_default_backend_for_xxnpu_is_xxccl():
     # init_process_group() without a backend: the accelerator (xxnpu) decides.
     results = check_all_ok(run_ranks(backend_names, 2, backend=None))
-    assert results[0]["xxnpu"] == "xxccl"
+    # CPU tensors keep gloo, as with "cpu:gloo,xxnpu:xxccl" (torch_xxnpu/distributed.py).
+    assert results[0] == {"cpu": "gloo", "xxnpu": "xxccl"}
 
 
 def test_cpu_gloo_and_xxnpu_xxccl_in_one_group():

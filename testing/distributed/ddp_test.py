@@ -90,3 +90,37 @@ def test_ddp_matches_single_process():
 
 def test_fsdp2_matches_single_process():
     _check_against_single_process(check_all_ok(run_ranks(train_fsdp2, 2)))
+
+
+def default_backend_step(rank, world):
+    """init_process_group() named no backend (the harness passed None): collectives on xxnpu
+    and CPU tensors, then one DDP step on xxnpu."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    pg = dist.group.WORLD
+    backends = {d: str(pg._get_backend(torch.device(d)).name()) for d in ("xxnpu", "cpu")}
+    t = torch.full((4,), float(rank + 1), device="xxnpu")
+    dist.all_reduce(t)
+    c = torch.full((4,), float(rank + 1))
+    dist.all_reduce(c)
+    model = DDP(_model().to("xxnpu"))
+    x, y = _batch(0)
+    x, y = x[rank * 4 : (rank + 1) * 4], y[rank * 4 : (rank + 1) * 4]
+    torch.nn.functional.mse_loss(model(x.to("xxnpu")), y.to("xxnpu")).backward()
+    return {
+        "backends": backends,
+        "xxnpu": t.cpu().tolist(),
+        "cpu": c.tolist(),
+        "grads": [p.grad.cpu().tolist() for p in model.module.parameters()],
+    }
+
+
+def test_default_backend_picks_xxccl_for_xxnpu_and_gloo_for_cpu():
+    # As init_process_group() picks nccl for cuda tensors (and gloo for CPU ones).
+    results = check_all_ok(run_ranks(default_backend_step, 2, backend=None))
+    for rank, r in results.items():
+        assert r["backends"] == {"xxnpu": "xxccl", "cpu": "gloo"}, (rank, r["backends"])
+        assert r["xxnpu"] == [3.0] * 4 and r["cpu"] == [3.0] * 4, (rank, r)
+    assert results[0]["grads"] == results[1]["grads"]

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pytest
 
-from dist_harness import run_ranks, transport
+from dist_harness import check_all_ok, run_ranks, transport
 
 TIMEOUT_S = 10.0
 
@@ -198,3 +198,30 @@ def test_wrong_device_and_bad_tensors_fail_clearly():
     assert "contiguous" in errors["non_contiguous"], errors["non_contiguous"]
     assert "xxnpu:0" in errors["other_xxnpu_device"] and "xxnpu:1" in errors["other_xxnpu_device"], errors
     assert "AVG" in errors["avg_int"], errors["avg_int"]
+
+
+def flags_read(rank, world):
+    import torch
+    import torch.distributed as dist
+
+    b = dist.group.WORLD._get_backend(torch.device("xxnpu"))
+    x = torch.ones(4, device="xxnpu")
+    dist.all_reduce(x)
+    return {"staging": b._staging, "check_shapes": b._check_shapes, "sum": x.cpu().tolist()}
+
+
+@pytest.mark.parametrize("value,expected", [("false", False), ("OFF", False), ("0", False), ("yes", True)])
+def test_staging_flag_false_means_false(value, expected):
+    # "false" used to mean true (anything but "0" did).
+    results = check_all_ok(run_ranks(flags_read, 2, timeout_s=TIMEOUT_S, deadline_s=60,
+                                     env={"XXCCL_STAGING": value, "XXCCL_CHECK_SHAPES": "no"}))
+    for r in results.values():
+        assert r == {"staging": expected, "check_shapes": False, "sum": [2.0] * 4}, r
+
+
+def test_bad_flag_value_is_rejected_naming_the_variable():
+    results = run_ranks(flags_read, 2, timeout_s=TIMEOUT_S, deadline_s=60, env={"XXCCL_STAGING": "maybe"})
+    for rank in (0, 1):
+        status, message = results[rank]
+        assert status == "error", results[rank]
+        assert 'XXCCL_STAGING="maybe"' in message and "0/false/no/off" in message, message

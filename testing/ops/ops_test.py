@@ -142,6 +142,45 @@ def test_strict_fallback_makes_a_fallback_an_error():
     assert "aten::special_bessel_j0" in out.stdout and "XXNPU_STRICT_FALLBACK" in out.stdout
 
 
+@pytest.mark.parametrize("value", ["false", "False", "no", "off", "0"])
+def test_strict_fallback_false_allows_the_fallback(value):
+    # "false" used to mean true (anything but "" and "0" did).
+    code = (
+        "import torch, torch_xxnpu\n"
+        "x = torch.ones(2, device='xxnpu')\n"
+        "print('RAN', torch.special.bessel_j0(x).cpu().tolist())\n"
+    )
+    env = dict(os.environ, XXNPU_STRICT_FALLBACK=value)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "RAN" in out.stdout, out.stdout + out.stderr
+
+
+def test_strict_fallback_bad_value_is_an_error_naming_the_variable():
+    code = (
+        "import torch, torch_xxnpu\n"
+        "try:\n"
+        "    torch.special.bessel_j0(torch.ones(2, device='xxnpu'))\n"
+        "except ValueError as e:\n"
+        "    print('REJECTED', e)\n"
+    )
+    env = dict(os.environ, XXNPU_STRICT_FALLBACK="ture")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert 'REJECTED XXNPU_STRICT_FALLBACK="ture"' in out.stdout, out.stdout + out.stderr
+    assert "0/false/no/off" in out.stdout
+
+
+def test_python_flag_parser_matches_the_cpp_one():
+    from torch_xxnpu._env import parse_flag
+
+    for v in ("1", "true", "YES", " On "):
+        assert parse_flag("X", v) is True
+    for v in ("0", "False", "no", "OFF"):
+        assert parse_flag("X", v, default=True) is False
+    assert parse_flag("X", None, default=True) is True and parse_flag("X", "") is False
+    with pytest.raises(ValueError, match=r"XXNPU_PROFILER_ON_DEMAND='maybe': expected 1/true/yes/on or 0/false/no/off"):
+        parse_flag("XXNPU_PROFILER_ON_DEMAND", "maybe")
+
+
 def test_copies_of_conjugate_and_negative_views():
     """x.conj() and x.conj().imag are lazy views (conj/neg bits); copying them to or from
     xxnpu applies the pending operation instead of recursing (it used to overflow the stack)."""

@@ -157,7 +157,9 @@ def get_device_name(device: _device_t = None) -> str:
 
 def get_device_properties(device: _device_t = None):
     _lazy_init()
-    idx = _get_device_index(device, optional=True)
+    # torch.cuda's AssertionError for any index outside 0..count-1 (checked on the full
+    # Python int, so 256 is not narrowed to device 0 on the way).
+    idx = _get_device_index(device, optional=True, check=False)
     if idx < 0 or idx >= device_count():
         raise AssertionError(f"Invalid device id {idx}: xxnpu has {device_count()} devices")
     return _C._get_device_properties(idx)

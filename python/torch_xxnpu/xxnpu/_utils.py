@@ -4,11 +4,12 @@ from typing import Any
 import torch
 
 
-def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False) -> int:
+def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False, check: bool = True) -> int:
     """torch.device / "xxnpu:1" / 1 / None -> an xxnpu device index.
 
     None (or a device without an index) gives the current device when ``optional`` and
-    is a ValueError otherwise, as in torch.cuda._utils._get_device_index.
+    is a ValueError otherwise, as in torch.cuda._utils._get_device_index. ``check=False``
+    is for callers that raise torch.cuda's own error for a bad index themselves.
     """
     if isinstance(device, str):
         device = torch.device(device)
@@ -30,4 +31,11 @@ def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = Fal
 
             return xxnpu.current_device()
         raise ValueError(f"Expected an xxnpu device with a specified index or an integer, but got: {device}")
-    return device_idx
+    # Checked here, before the index can become a torch.device or reach a c10::DeviceIndex
+    # (8 bits: 256 would select device 0): -1 (current) or 0..count-1, else
+    # torch.AcceleratorError, as torch.cuda raises for an invalid ordinal.
+    if not check:
+        return device_idx
+    from torch_xxnpu import _C
+
+    return _C._check_device_index(device_idx)

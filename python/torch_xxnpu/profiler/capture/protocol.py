@@ -23,8 +23,12 @@ MAX_LINE = 64 * 1024
 
 
 def enabled(value):
-    """Whether a value of XXNPU_PROFILER_ON_DEMAND turns on-demand capture on."""
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether a value of XXNPU_PROFILER_ON_DEMAND (another process's, as the CLI reads it)
+    turns on-demand capture on: torch_xxnpu._env's true values. Not raising: a malformed
+    value already failed that process's import."""
+    from torch_xxnpu._env import TRUE_VALUES
+
+    return (value or "").strip().lower() in TRUE_VALUES
 
 
 def address(pid, pid_namespace):
