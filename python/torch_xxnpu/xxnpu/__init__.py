@@ -113,7 +113,7 @@ def current_device() -> int:
 
 
 def set_device(device: _device_t) -> None:
-    device = _get_device_index(device)
+    device = _get_device_index(device, check=True)
     if device >= 0:
         _lazy_init()
         _C._set_device(device)
@@ -123,7 +123,7 @@ class device:
     """Context manager that changes the current xxnpu device (like torch.cuda.device)."""
 
     def __init__(self, device: Any):
-        self.idx = _get_device_index(device, optional=True)
+        self.idx = _get_device_index(device, optional=True, check=True)
         self.prev_idx = -1
 
     def __enter__(self):
@@ -148,7 +148,7 @@ class device_of(device):
 def synchronize(device: _device_t = None) -> None:
     """Waits for all work on every stream of the device; raises a kernel's failure."""
     _lazy_init()
-    _C._synchronize(_get_device_index(device, optional=True) if device is not None else current_device())
+    _C._synchronize(_get_device_index(device, optional=True, check=True) if device is not None else current_device())
 
 
 def get_device_name(device: _device_t = None) -> str:

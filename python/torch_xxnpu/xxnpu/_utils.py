@@ -4,12 +4,16 @@ from typing import Any
 import torch
 
 
-def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False, check: bool = True) -> int:
+def _get_device_index(device: Any, optional: bool = False, allow_cpu: bool = False, check: bool = False) -> int:
     """torch.device / "xxnpu:1" / 1 / None -> an xxnpu device index.
 
     None (or a device without an index) gives the current device when ``optional`` and
-    is a ValueError otherwise, as in torch.cuda._utils._get_device_index. ``check=False``
-    is for callers that raise torch.cuda's own error for a bad index themselves.
+    is a ValueError otherwise, as in torch.cuda._utils._get_device_index. ``check=True``
+    also checks the range (torch.AcceleratorError): torch.xxnpu's own functions pass it.
+    The default is torch.cuda's contract, because torch itself calls this function
+    (torch.serialization's _validate_device, `_get_device_index(device, True)`) and raises
+    its own error for a bad index ("Attempting to deserialize object on XXNPU device 5 but
+    torch.xxnpu.device_count() is 2").
     """
     if isinstance(device, str):
         device = torch.device(device)

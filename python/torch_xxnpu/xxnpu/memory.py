@@ -35,7 +35,7 @@ _device_t = Union[torch.device, str, int, None]
 
 def _index(device: _device_t) -> int:
     _xxnpu._lazy_init()
-    return _get_device_index(device, optional=True)
+    return _get_device_index(device, optional=True, check=True)
 
 
 def empty_cache() -> None:

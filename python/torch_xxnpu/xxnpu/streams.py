@@ -36,7 +36,7 @@ class Stream(torch.Stream):
         if kwargs:  # Stream(stream_id=..., device_index=..., device_type=...)
             return super().__new__(cls, **kwargs)
         _xxnpu._lazy_init()
-        idx = _get_device_index(device, optional=True)
+        idx = _get_device_index(device, optional=True, check=True)
         with _xxnpu.device(idx):
             return super().__new__(cls, device=torch.device("xxnpu", idx), priority=priority)
 
@@ -87,7 +87,7 @@ class ExternalStream(Stream):
 
     def __new__(cls, stream_ptr: int, device=None, **kwargs):
         _xxnpu._lazy_init()
-        idx = _get_device_index(device, optional=True)
+        idx = _get_device_index(device, optional=True, check=True)
         stream_id, device_index, device_type = _C._stream_from_external(int(stream_ptr), idx)
         return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
 
@@ -121,12 +121,12 @@ class Event(torch.Event):
 def current_stream(device=None) -> Stream:
     """The current stream of this thread on ``device`` (default: current device)."""
     _xxnpu._lazy_init()
-    return _wrap(_C._current_stream(_get_device_index(device, optional=True)))
+    return _wrap(_C._current_stream(_get_device_index(device, optional=True, check=True)))
 
 
 def default_stream(device=None) -> Stream:
     _xxnpu._lazy_init()
-    return _wrap(_C._default_stream(_get_device_index(device, optional=True)))
+    return _wrap(_C._default_stream(_get_device_index(device, optional=True, check=True)))
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
