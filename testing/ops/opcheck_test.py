@@ -6,6 +6,7 @@ crashes and hangs: opcheck_faults_test.py). Works whatever set of kernels is nat
 report agrees with the fallback counters rather than naming which ops are native (add is,
 since the seed).
 """
+import json
 import math
 
 import pytest
@@ -69,6 +70,40 @@ def test_unknown_op_and_dtype_are_usage_errors(tmp_path):
     with pytest.raises(SystemExit, match="no such op: no_such_op"):
         opcheck.select_cases(cases, "no_such_op")
     assert [c.name for c in opcheck.select_cases(cases, "xxnpu.add")] == ["xxnpu::add"]
+
+
+def test_baseline_read_before_the_json_overwrites_it(tmp_path):
+    # `--json X --baseline X` refreshes a baseline: the comparison is against what X held
+    # (here: add failed before), not against the run just written over it.
+    old = {"meta": {}, "rows": [{"op": "add", "dtype": "float32", "status": "fail", "execution": "native"}]}
+    (tmp_path / "base.json").write_text(json.dumps(old))
+    r = _run(tmp_path, "--ops", "add", "--dtypes", "float32", "--json", "base.json", "--baseline", "base.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "improved: add float32: fail -> pass" in r.stdout, r.stdout
+    assert "0 regressions, 1 improvements against base.json" in r.stdout
+    _, rows = _rows(tmp_path / "base.json")  # and the file now holds the new run
+    assert rows[("add", "float32")]["status"] == "pass"
+
+
+def test_unreadable_baseline_is_an_error_before_the_sweep(tmp_path):
+    r = _run(tmp_path, "--ops", "add", "--dtypes", "float32", "--baseline", "missing.json", "--json", "out.json")
+    assert r.returncode == 2 and "cannot read --baseline missing.json" in r.stderr, r.stderr
+    assert not (tmp_path / "out.json").exists()  # nothing ran
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    r = _run(tmp_path, "--ops", "add", "--dtypes", "float32", "--baseline", "bad.json")
+    assert r.returncode == 2 and 'expected an object with a "rows" list' in r.stderr, r.stderr
+
+
+def test_html_report_escapes_every_field():
+    # A run's JSON is re-rendered by `python -m torch_xxnpu.testing.report`: any field may
+    # hold text, none may become markup.
+    evil = "<script>alert(1)</script>"
+    doc = {"meta": {"command": evil, "date": evil, "torch": evil, "seconds": evil},
+           "rows": [{"op": evil, "dtype": "float32", "status": "fail", "execution": evil, "samples": evil,
+                     "seconds": evil, "reason": evil, "max_abs": None, "max_rel": None}]}
+    page = report.html(doc)
+    assert "<script>alert" not in page
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 7
 
 
 # ---- in-process unit tests of the comparison and the device copies

@@ -223,12 +223,12 @@ def html(doc) -> str:
              f"<style>{_CSS}</style></head><body>"]
     parts.append("<h1>xxnpu op coverage</h1>")
     parts.append(f"<p><code>{e(meta['command'])}</code><br>{e(meta['date'])}, torch {e(meta['torch'])}, "
-                 f"{meta['seconds']} s, {len(rows)} (op, dtype) pairs</p>")
+                 f"{e(str(meta['seconds']))} s, {len(rows)} (op, dtype) pairs</p>")
     per = _dtype_table(rows)
     cols = ["pairs", "native", "fallback", "pass", "fail", "error", "xfail", "skipped", "crashed", "timeout"]
     parts.append("<h2>Per dtype</h2><table><tr><th>dtype</th>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
     for d in sorted(per):
-        parts.append(f"<tr><td>{e(d)}</td>" + "".join(f"<td>{per[d][c]}</td>" for c in cols) + "</tr>")
+        parts.append(f"<tr><td>{e(d)}</td>" + "".join(f"<td>{e(str(per[d][c]))}</td>" for c in cols) + "</tr>")
     parts.append("</table><h2>All rows</h2><input id='q' placeholder='filter (op, dtype, status, text)'>")
     parts.append("<table id='rows'><thead><tr><th>op</th><th>dtype</th><th>execution</th><th>status</th>"
                  "<th>samples</th><th>max abs</th><th>max rel</th><th>backward</th><th>s</th>"
@@ -243,9 +243,9 @@ def html(doc) -> str:
         if isinstance(b, dict) and b.get("first_failure"):
             msg += "\nbackward: " + _sample_text(b["first_failure"])
         parts.append(f"<tr class='{e(st)}'><td>{e(r['op'])}</td><td>{e(r['dtype'])}</td>"
-                     f"<td>{e(str(r.get('execution', '')))}</td><td>{e(st)}</td><td>{r.get('samples', '')}</td>"
+                     f"<td>{e(str(r.get('execution', '')))}</td><td>{e(st)}</td><td>{e(str(r.get('samples', '')))}</td>"
                      f"<td>{e(_fmt_err(r.get('max_abs')))}</td><td>{e(_fmt_err(r.get('max_rel')))}</td>"
-                     f"<td>{e(bs)}</td><td>{r.get('seconds', '')}</td><td class='msg'>{e(msg)}</td></tr>")
+                     f"<td>{e(bs)}</td><td>{e(str(r.get('seconds', '')))}</td><td class='msg'>{e(msg)}</td></tr>")
     parts.append(f"</tbody></table><script>{_JS}</script></body></html>")
     return "\n".join(parts)
 

@@ -102,6 +102,19 @@ def main(argv=None):
     if "--worker" in argv:
         return worker_main(argv)
     args = build_parser().parse_args(argv)
+    # The baseline is read before anything is written: `--json X --baseline X` (refresh a
+    # baseline file and compare with what it held) must compare against the old run, not
+    # against the one just written over it; and a bad baseline fails before the sweep.
+    base = None
+    if args.baseline:
+        try:
+            with open(args.baseline) as f:
+                base = json.load(f)
+            if not isinstance(base, dict) or not isinstance(base.get("rows"), list):
+                raise ValueError('expected an object with a "rows" list, as --json writes')
+        except (OSError, ValueError) as e:
+            print(f"opcheck: cannot read --baseline {args.baseline}: {e}", file=sys.stderr)
+            return 2
     t0 = time.monotonic()
     want = parse_dtypes(args.dtypes)
     setup_process(args.imports)
@@ -155,9 +168,7 @@ def main(argv=None):
         with open(args.html, "w") as f:
             f.write(report.html(doc))
     print(report.summary(doc))
-    if args.baseline:
-        with open(args.baseline) as f:
-            base = json.load(f)
+    if base is not None:
         regressions, improvements = report.diff(base, doc)
         for r in improvements:
             print(f"improved: {r}")
