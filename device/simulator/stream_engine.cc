@@ -115,10 +115,7 @@ void StreamImpl::FillSlot(Command& slot, Command& cmd) {
       slot.value = cmd.value;
       return;
     case Command::Type::kEventRecord:
-      slot.event = cmd.event;
-      slot.generation = cmd.generation;
-      return;
-    case Command::Type::kWaitEvent:
+    case Command::Type::kWaitEvent:  // a record's wait fields are their defaults
       slot.event = cmd.event;
       slot.generation = cmd.generation;
       slot.wait_stream = cmd.wait_stream;
