@@ -46,6 +46,7 @@ constexpr int kSlots = 1024;
 RecoverySlot g_slots[kSlots];
 
 std::atomic<bool> g_recovery_on{false};
+std::atomic<KernelEndCheck> g_kernel_end_check{nullptr};
 const char* g_begin = nullptr;
 const char* g_end = nullptr;
 FaultDescriber g_describe = nullptr;
@@ -183,5 +184,9 @@ absl::Status EnableFaultRecovery(const char* begin, const char* end, FaultDescri
   g_recovery_on.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
+
+void SetKernelEndCheck(KernelEndCheck check) { g_kernel_end_check.store(check, std::memory_order_release); }
+
+KernelEndCheck GetKernelEndCheck() { return g_kernel_end_check.load(std::memory_order_acquire); }
 
 }  // namespace xxnpu

@@ -33,6 +33,12 @@ using FaultDescriber = std::string (*)(const void* addr, bool write);
 // thread; every other SIGSEGV goes to the handler that was installed before, unchanged.
 absl::Status EnableFaultRecovery(const char* begin, const char* end, FaultDescriber describe);
 
+// XXNPU_MEMCHECK: run on the device thread after each kernel that succeeded; a non-empty
+// result fails the kernel with that message (the canary check, device_memory.h).
+using KernelEndCheck = std::string (*)(int device);
+void SetKernelEndCheck(KernelEndCheck check);
+KernelEndCheck GetKernelEndCheck();  // null unless set
+
 }  // namespace xxnpu
 
 #endif  // TORCH_XXNPU_DEVICE_SIMULATOR_KERNEL_GUARD_H_

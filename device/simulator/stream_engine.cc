@@ -416,6 +416,12 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
           cmd.thunk != nullptr
               ? pool->Run(blocks, parallel, priority, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); })
               : pool->Run(blocks, parallel, priority, cmd.body);
+      if (s.ok()) {
+        // Memcheck: an underrun into a canary is only visible after the kernel.
+        if (KernelEndCheck check = GetKernelEndCheck()) {
+          if (std::string bad = check(device); !bad.empty()) s = absl::InternalError(bad);
+        }
+      }
       const int64_t end = NowNs();
       if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
         ActivityRecord r;
