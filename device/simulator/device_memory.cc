@@ -182,14 +182,12 @@ absl::StatusOr<void*> DeviceMemory::Allocate(int device, size_t bytes) {
         "xxnpu:", device, " out of memory: tried to allocate ", bytes, " bytes; ", heap.free_bytes,
         " bytes free of ", capacity_, " total", heap.free_bytes >= need ? " (fragmented)" : ""));
   }
+  lock.unlock();
   const size_t data_offset = memcheck_ ? offset + kPage : offset;
   // Memcheck: the end flush against the guard page after it.
   const size_t start = memcheck_ ? data_offset + data - bytes : offset;
-  heap.live.emplace(start, bytes);
-  lock.unlock();
   if (absl::Status s = Commit(device, data_offset, data, bytes); !s.ok()) {
     lock.lock();
-    heap.live.erase(start);
     InsertFree(heap, offset, need);
     heap.free_bytes += need;
     return s;
@@ -197,6 +195,10 @@ absl::StatusOr<void*> DeviceMemory::Allocate(int device, size_t bytes) {
   if (memcheck_ && start > data_offset) {
     std::memset(base_ + span_ + device * capacity_ + data_offset, kCanary, start - data_offset);
   }
+  // Live only now, with its canary in place: a device thread checks the canaries of live
+  // allocations after every kernel, concurrently with this.
+  lock.lock();
+  heap.live.emplace(start, bytes);
   return static_cast<void*>(base_ + device * capacity_ + start);
 }
 

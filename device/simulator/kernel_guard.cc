@@ -15,6 +15,7 @@
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace xxnpu {
 namespace {
@@ -152,7 +153,13 @@ std::string DescribeCurrentException() {
   try {
     throw;
   } catch (const std::exception& e) {
-    return absl::StrCat("threw ", Demangle(typeid(e).name()), ": ", e.what());
+    absl::string_view what = e.what();
+    // torch's c10::Error appends where it was raised and a C++ backtrace: the sticky error
+    // names the kernel already, and a backtrace of the device thread says nothing more.
+    if (size_t origin = what.find("\nException raised from "); origin != absl::string_view::npos) {
+      what = what.substr(0, origin);
+    }
+    return absl::StrCat("threw ", Demangle(typeid(e).name()), ": ", what);
   } catch (...) {
     const std::type_info* type = abi::__cxa_current_exception_type();
     return absl::StrCat("threw ", type != nullptr ? Demangle(type->name()) : std::string("an unknown type"),
