@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "device/activity_trace.h"
 #include "device/clock.h"
+#include "device/env_flag.h"
 
 namespace xxnpu {
 
@@ -102,6 +103,16 @@ void ForEachStat(DeviceStats& s, Fn fn) {
   }
   fn(s.oversize_allocations);
   fn(s.oversize_segments);
+}
+
+// XXNPU_MEMCHECK=1 (docs/device-runtime.md): the device puts guard pages around each of
+// its allocations, which only catches an overrun if the block ends where the allocation
+// does. So each block is its own segment of exactly the requested size (no rounding, no
+// splitting), and a cached block is reused only for a request of the same size. Read once
+// per process; a malformed value is the runtime's error to report, not ours.
+bool ExactBlocks() {
+  static const bool exact = ReadEnvFlag("XXNPU_MEMCHECK", false).value_or(false);
+  return exact;
 }
 
 }  // namespace
@@ -271,6 +282,7 @@ CachingAllocator::Block* CachingAllocator::FindFreeBlockLocked(bool small, xxnpu
   auto it = pool.lower_bound(BlockKey{key_stream, size, 0});
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
+  if (ExactBlocks() && block->size != size) return nullptr;
   if (max_split_size_ != kNoMaxSplitSize) {
     // An unsplittable huge block would be wasted on a request below the limit, and a
     // request above it may only take a block that is not much larger.
@@ -289,7 +301,7 @@ CachingAllocator::Block* CachingAllocator::FindFreeBlockLocked(bool small, xxnpu
 
 absl::Status CachingAllocator::AllocSegmentLocked(bool small, xxnpuStream_t stream, size_t size,
                                                   Block** out) {
-  const size_t segment_size = CachingAllocatorSegmentSize(size);
+  const size_t segment_size = ExactBlocks() ? size : CachingAllocatorSegmentSize(size);
   if (fraction_set_ &&
       static_cast<size_t>(stats_.reserved_bytes[kAggregate].current) + segment_size >
           allowed_bytes_) {
@@ -542,7 +554,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
     return OutOfMemoryLocked(bytes, bytes, bytes, stream,
                              absl::ResourceExhaustedError("larger than any device"));
   }
-  const size_t size = CachingAllocatorRoundSize(bytes);
+  const size_t size = ExactBlocks() ? bytes : CachingAllocatorRoundSize(bytes);
   const bool small = size <= kSmallSize;
 
   Block* block = FindFreeBlockLocked(small, stream, size);
@@ -558,7 +570,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
       block = FindFreeBlockLocked(small, stream, size);
       if (block == nullptr) s = AllocSegmentLocked(small, stream, size, &block);
       if (block == nullptr && absl::IsResourceExhausted(s)) {
-        return OutOfMemoryLocked(bytes, size, CachingAllocatorSegmentSize(size), stream, s);
+        return OutOfMemoryLocked(bytes, size, ExactBlocks() ? size : CachingAllocatorSegmentSize(size), stream, s);
       }
     }
     if (block == nullptr) return s;  // a device error other than out-of-memory

@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <new>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,6 +39,60 @@ void DebugFailKernel(const at::Tensor& x, c10::string_view message) {
           "xxnpu::_debug_fail_kernel");
 }
 void DebugFailKernelMeta(const at::Tensor&, c10::string_view) {}
+
+// Debugging aid: queues a kernel "xxnpu::debug_throw" on x's device (current stream)
+// whose body throws a C++ exception: `kind` "bad_alloc" throws std::bad_alloc (what a
+// kernel's scratch allocation throws when the host is out of memory), "non_std" an object
+// that is not a std::exception. The runtime turns either into the kernel's sticky error,
+// reported like any kernel fault (testing/profiler/kernel_fault_test.py).
+struct DebugNotAnException {
+  int code;
+};
+void DebugThrowKernel(const at::Tensor& x, c10::string_view kind) {
+  TORCH_CHECK(x.device().type() == c10::DeviceType::PrivateUse1,
+              "xxnpu::_debug_throw_kernel expects an xxnpu tensor, got one on ", x.device());
+  TORCH_CHECK(kind == "bad_alloc" || kind == "non_std",
+              "xxnpu::_debug_throw_kernel: kind must be 'bad_alloc' or 'non_std', got '", kind, "'");
+  const c10::DeviceGuard guard(x.device());
+  LaunchConfig config;
+  config.name = "xxnpu::debug_throw";
+  const bool bad_alloc = kind == "bad_alloc";
+  CheckOk(xxnpuLaunchKernel(config,
+                            [bad_alloc](BlockRange) -> absl::Status {
+                              if (bad_alloc) throw std::bad_alloc();
+                              throw DebugNotAnException{1};
+                            },
+                            CurrentXxnpuStreamHandle(x.device().index())),
+          "xxnpu::_debug_throw_kernel");
+}
+void DebugThrowKernelMeta(const at::Tensor&, c10::string_view) {}
+
+// Debugging aid for XXNPU_MEMCHECK=1 (docs/device-runtime.md): queues a kernel
+// "xxnpu::debug_access" that reads (or, with `write`, writes) the byte at x.data_ptr() +
+// byte_offset, unchecked, as a buggy kernel would. Under memcheck an offset outside x's
+// allocation is reported as the kernel's sticky error naming the allocation; without it
+// the access is undefined behaviour, so use it only under memcheck.
+void DebugAccessKernel(const at::Tensor& x, int64_t byte_offset, bool write) {
+  TORCH_CHECK(x.device().type() == c10::DeviceType::PrivateUse1,
+              "xxnpu::_debug_access_kernel expects an xxnpu tensor, got one on ", x.device());
+  const c10::DeviceGuard guard(x.device());
+  LaunchConfig config;
+  config.name = "xxnpu::debug_access";
+  char* target = static_cast<char*>(x.data_ptr()) + byte_offset;
+  CheckOk(xxnpuLaunchKernel(config,
+                            [target, write](BlockRange) {
+                              volatile char* p = DeviceView(target);
+                              if (write) {
+                                *p = 1;
+                              } else {
+                                (void)*p;
+                              }
+                              return absl::OkStatus();
+                            },
+                            CurrentXxnpuStreamHandle(x.device().index())),
+          "xxnpu::_debug_access_kernel");
+}
+void DebugAccessKernelMeta(const at::Tensor&, int64_t, bool) {}
 
 // Debugging aid for measuring the profiler against the truth (testing/profiler/
 // accuracy_test.py): queues a kernel "xxnpu::debug_timed" on stamps' device (current
@@ -85,18 +140,24 @@ TORCH_LIBRARY(xxnpu, m) {
   m.def("add(Tensor a, Tensor b) -> Tensor");
   m.def("_debug_fail_kernel(Tensor x, str message) -> ()");
   m.def("_debug_timed_kernel(Tensor(a!) stamps, int spin_ns) -> ()");
+  m.def("_debug_throw_kernel(Tensor x, str kind) -> ()");
+  m.def("_debug_access_kernel(Tensor(a!) x, int byte_offset, bool write) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(xxnpu, PrivateUse1, m) {
   m.impl("add", &XxnpuAdd);
   m.impl("_debug_fail_kernel", &DebugFailKernel);
   m.impl("_debug_timed_kernel", &DebugTimedKernel);
+  m.impl("_debug_throw_kernel", &DebugThrowKernel);
+  m.impl("_debug_access_kernel", &DebugAccessKernel);
 }
 TORCH_LIBRARY_IMPL(xxnpu, CPU, m) { m.impl("add", &AddCpu); }
 TORCH_LIBRARY_IMPL(xxnpu, Meta, m) {
   m.impl("add", &AddMeta);
   m.impl("_debug_fail_kernel", &DebugFailKernelMeta);
   m.impl("_debug_timed_kernel", &DebugTimedKernelMeta);
+  m.impl("_debug_throw_kernel", &DebugThrowKernelMeta);
+  m.impl("_debug_access_kernel", &DebugAccessKernelMeta);
 }
 
 }  // namespace

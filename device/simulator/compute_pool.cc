@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "device/simulator/kernel_guard.h"
+
 namespace xxnpu {
 
 ComputePool::ComputePool(int threads) : threads_(std::max(1, threads)) {
@@ -23,7 +25,10 @@ void ComputePool::Work(Job& job) {
     const int64_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
     if (begin >= job.total) break;
     const int64_t end = std::min(job.total, begin + job.chunk);
-    absl::Status s = (*job.body)(BlockRange{begin, end});
+    // Guarded: an exception (or, under memcheck, a guard-zone fault) in one share fails
+    // the kernel; on a pool worker it would otherwise end the process.
+    const absl::FunctionRef<absl::Status(BlockRange)>& body = *job.body;
+    absl::Status s = RunGuarded([&] { return body(BlockRange{begin, end}); });
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(job.error_mu);
       if (job.error.ok()) job.error = std::move(s);
@@ -36,7 +41,7 @@ void ComputePool::Work(Job& job) {
 absl::Status ComputePool::Run(int64_t total, bool parallel, int priority,
                               absl::FunctionRef<absl::Status(BlockRange)> body) {
   if (total <= 0) return absl::OkStatus();
-  if (!parallel || total == 1 || threads_ == 1) return body(BlockRange{0, total});
+  if (!parallel || total == 1 || threads_ == 1) return RunGuarded([&] { return body(BlockRange{0, total}); });
 
   Job job;
   job.body = &body;

@@ -8,15 +8,25 @@
 // An allocation's pages are backed by RAM and mapped in the device view when it is made
 // (as a driver maps device pages), and freeing punches them out of the memfd, so a large
 // nominal capacity costs nothing until allocated.
+//
+// With memcheck (XXNPU_MEMCHECK=1) every address not inside a live allocation is
+// PROT_NONE in both halves, and each allocation is placed alone between two guard pages,
+// its end flush against the guard after it; the bytes between the guard before it and its
+// start hold a canary. A kernel's access past either end faults (kernel_guard.h turns that
+// into the kernel's error, DescribeFault names the allocation); a store into the canary
+// is found by CheckCanaries after the kernel.
 #ifndef TORCH_XXNPU_DEVICE_SIMULATOR_DEVICE_MEMORY_H_
 #define TORCH_XXNPU_DEVICE_SIMULATOR_DEVICE_MEMORY_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,12 +43,14 @@ class DeviceMemory {
   };
 
   static absl::StatusOr<std::unique_ptr<DeviceMemory>> Create(int devices, size_t capacity,
-                                                               bool strict);
+                                                               bool strict, bool memcheck = false);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   // First fit in address order, page-granular (so freed pages can be returned to the OS).
+  // The pages are committed (backed by RAM) here; an allocation the host cannot back is
+  // kResourceExhausted, like one beyond the capacity (see host_memory.h).
   absl::StatusOr<void*> Allocate(int device, size_t bytes);
   // `ptr` must be the start of a live allocation.
   absl::StatusOr<Allocation> Free(void* ptr);
@@ -62,6 +74,22 @@ class DeviceMemory {
   // Puts this device's own memory back under a range MapForeign returned and frees it.
   absl::Status UnmapForeign(void* ptr);
 
+  // Memcheck: what lies at `addr` (a device address or its device view), for a fault
+  // there: which allocation it overruns and by how much, or that it is in none.
+  std::string DescribeFault(const void* addr, bool write) const;
+  // Memcheck: the first allocation of `device` whose canary (the bytes before its start)
+  // was overwritten, described, and its canary restored so it is reported once; "" if none.
+  std::string CheckCanaries(int device) const;
+  bool memcheck() const { return memcheck_; }
+
+  // Seams for tests. `commit(view, length)` backs the pages (madvise's contract: 0 or -1
+  // with errno); `host_available()` tells how many bytes of RAM the host can still give.
+  using CommitFn = int (*)(void* view, size_t length);
+  void set_commit_for_testing(CommitFn commit) { commit_ = commit; }
+  void set_host_available_for_testing(std::function<std::optional<uint64_t>()> probe) {
+    host_available_ = std::move(probe);
+  }
+
   char* range_begin() const { return base_; }
   char* range_end() const { return base_ + span_; }
   ptrdiff_t view_offset() const { return static_cast<ptrdiff_t>(span_); }
@@ -84,10 +112,23 @@ class DeviceMemory {
   // view of `device`'s range [offset, offset + length).
   absl::Status MapRange(int device, size_t offset, size_t length, int fd, size_t fd_offset);
 
+  // Backs `length` bytes of `device`'s range at `offset` with RAM (and, under memcheck,
+  // opens them to access); on failure nothing stays committed or open.
+  absl::Status Commit(int device, size_t offset, size_t length, size_t bytes);
+  // Memcheck: sets the protection of both halves of `device`'s range at `offset`.
+  void Protect(int device, size_t offset, size_t length, bool accessible) const;
+  // Memcheck: the offset of the first data page of the live allocation starting at `start`.
+  static size_t DataBegin(size_t start);
+
+  CommitFn commit_ = nullptr;  // null: madvise(MADV_POPULATE_WRITE)
+  std::atomic<bool> populate_unsupported_{false};  // EINVAL seen: commit with fallocate
+  std::function<std::optional<uint64_t>()> host_available_;  // null: ReadHostMemory()
+
   char* base_ = nullptr;   // start of the reserved range (device addresses)
   size_t capacity_ = 0;    // bytes per device (page multiple)
   size_t span_ = 0;        // devices * capacity_: the device-address half
   bool strict_ = false;
+  bool memcheck_ = false;
   std::vector<std::unique_ptr<Heap>> heaps_;
 };
 

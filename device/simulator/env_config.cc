@@ -64,6 +64,7 @@ absl::StatusOr<RuntimeConfig> ParseRuntimeConfig(
           absl::StrCat("XXNPU_DEVICE_MEMORY=\"", v, "\": expected between 1M and 1T"));
     }
     c.device_memory = *n;
+    c.device_memory_explicit = true;
   }
   if (const char* v = getenv("XXNPU_COMPUTE_THREADS")) {
     auto n = ParseIntVar("XXNPU_COMPUTE_THREADS", v, 1, 256);
@@ -89,6 +90,11 @@ absl::StatusOr<RuntimeConfig> ParseRuntimeConfig(
     auto b = ParseEnvFlag("XXNPU_STRICT_MEMORY", v, c.strict_memory);
     if (!b.ok()) return b.status();
     c.strict_memory = *b;
+  }
+  if (const char* v = getenv("XXNPU_MEMCHECK")) {
+    auto b = ParseEnvFlag("XXNPU_MEMCHECK", v, c.memcheck);
+    if (!b.ok()) return b.status();
+    c.memcheck = *b;
   }
   return c;
 }

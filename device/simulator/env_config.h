@@ -12,10 +12,16 @@ namespace xxnpu {
 
 struct RuntimeConfig {
   int device_count = 2;
+  // Capacity per device. Unless XXNPU_DEVICE_MEMORY sets it (`device_memory_explicit`),
+  // the runtime lowers it to what the host can hold (host_memory.h).
   size_t device_memory = size_t{8} << 30;
+  bool device_memory_explicit = false;
   int compute_threads = 1;  // per device; the stream thread running a kernel is one of them
   bool launch_blocking = false;
   bool strict_memory = false;
+  // XXNPU_MEMCHECK: guard pages around every allocation; out-of-bounds device accesses
+  // become the kernel's error (device_memory.h, kernel_guard.h).
+  bool memcheck = false;
   // How long an idle stream thread spins before sleeping. Waking a sleeping thread costs
   // ~30 us on these VMs (docs/device-runtime.md); a short spin keeps back-to-back
   // launches starting within ~1 us, at the price of at most this much CPU per idle spell.

@@ -26,6 +26,8 @@ TEST(EnvConfigTest, Defaults) {
   EXPECT_GE(c->compute_threads, 1);
   EXPECT_FALSE(c->launch_blocking);
   EXPECT_FALSE(c->strict_memory);
+  EXPECT_FALSE(c->memcheck);
+  EXPECT_FALSE(c->device_memory_explicit);
   EXPECT_EQ(c->spin_us, 50);
   EXPECT_EQ(c->fetch_interval_ns, 2000);
 }
@@ -36,6 +38,7 @@ TEST(EnvConfigTest, ReadsEveryVariable) {
                   {"XXNPU_COMPUTE_THREADS", "3"},
                   {"XXNPU_LAUNCH_BLOCKING", "1"},
                   {"XXNPU_STRICT_MEMORY", "true"},
+                  {"XXNPU_MEMCHECK", "on"},
                   {"XXNPU_SPIN_US", "25"},
                   {"XXNPU_FETCH_INTERVAL_NS", "0"}});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -44,6 +47,8 @@ TEST(EnvConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c->compute_threads, 3);
   EXPECT_TRUE(c->launch_blocking);
   EXPECT_TRUE(c->strict_memory);
+  EXPECT_TRUE(c->memcheck);
+  EXPECT_TRUE(c->device_memory_explicit);
   EXPECT_EQ(c->spin_us, 25);
   EXPECT_EQ(c->fetch_interval_ns, 0);
 }

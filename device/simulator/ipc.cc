@@ -325,6 +325,12 @@ absl::Status xxnpuIpcGetMemHandle(xxnpuIpcMemHandle_t* handle, void* device_ptr)
     return absl::InvalidArgumentError(absl::StrCat(kApi, ": ", PtrStr(device_ptr), " points inside the allocation at ",
                                                    PtrStr(attr.base), "; pass the allocation's start"));
   }
+  if (memory->memcheck()) {
+    // A memcheck allocation starts mid-page (its end is flush against a guard page), and
+    // an importer can only map whole pages.
+    return absl::FailedPreconditionError(absl::StrCat(kApi, ": not available under XXNPU_MEMCHECK=1 (allocations "
+                                                            "are placed against guard pages, not on page boundaries)"));
+  }
   Ipc& ipc = Ipc::Get();
   std::lock_guard<std::mutex> lock(ipc.mu);
   if (ipc.imported_by_ptr.count(device_ptr)) {

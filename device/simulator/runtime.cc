@@ -19,6 +19,8 @@
 #include "device/simulator/compute_pool.h"
 #include "device/simulator/device_memory.h"
 #include "device/simulator/env_config.h"
+#include "device/simulator/host_memory.h"
+#include "device/simulator/kernel_guard.h"
 #include "device/simulator/runtime_internal.h"
 #include "device/simulator/status_macros.h"
 #include "device/simulator/stream_engine.h"
@@ -178,13 +180,32 @@ class Runtime {
       return;
     }
     config_ = *config;
-    auto memory = DeviceMemory::Create(config_.device_count, config_.device_memory, config_.strict_memory);
+    // The device's memory is host RAM: unless set explicitly, no device is larger than
+    // the host (RAM, cgroup limit) can hold (host_memory.h, docs/device-runtime.md).
+    if (!config_.device_memory_explicit) {
+      config_.device_memory = DefaultDeviceCapacity(config_.device_memory, config_.device_count, ReadHostMemory(),
+                                                    AddressSpaceLeft());
+    }
+    auto memory = DeviceMemory::Create(config_.device_count, config_.device_memory, config_.strict_memory,
+                                       config_.memcheck);
     if (!memory.ok()) {
       init_status_ = absl::FailedPreconditionError(
           absl::StrCat("xxnpu runtime: cannot create device memory: ", memory.status().message()));
       return;
     }
     memory_ = std::move(*memory);
+    if (config_.memcheck) {
+      // Faults anywhere in both halves of the device range are recovered on device threads.
+      absl::Status s = EnableFaultRecovery(memory_->range_begin(), memory_->range_end() + memory_->view_offset(),
+                                           [](const void* addr, bool write) {
+                                             return Runtime::Get().memory().DescribeFault(addr, write);
+                                           });
+      if (!s.ok()) {
+        init_status_ = absl::FailedPreconditionError(s.message());
+        return;
+      }
+      SetKernelEndCheck([](int device) { return Runtime::Get().memory().CheckCanaries(device); });
+    }
     g_view_offset.store(memory_->view_offset());
     g_capacity.store(memory_->capacity());
     g_range_end.store(memory_->range_end());

@@ -9,6 +9,7 @@
 #include "device/activity_trace.h"
 #include "device/clock.h"
 #include "device/runtime.h"
+#include "device/simulator/kernel_guard.h"
 
 
 namespace xxnpu {
@@ -392,9 +393,20 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
       }
       return;
     }
-    case Command::Type::kHostFunc:
-      if (!skip) cmd.host_fn();
+    case Command::Type::kHostFunc: {
+      if (skip) return;
+      // A host function that throws fails its stream like a kernel (it would otherwise
+      // reach std::terminate on the device thread).
+      absl::Status s = RunGuarded([&] {
+        cmd.host_fn();
+        return absl::OkStatus();
+      });
+      if (!s.ok()) {
+        *failure = absl::Status(s.code(), absl::StrCat("host function (xxnpuLaunchHostFunc) failed on xxnpu:",
+                                                       device, " stream ", id, ": ", s.message()));
+      }
       return;
+    }
     case Command::Type::kKernel: {
       if (skip) return;
       const int64_t start = NowNs();
@@ -404,6 +416,12 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
           cmd.thunk != nullptr
               ? pool->Run(blocks, parallel, priority, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); })
               : pool->Run(blocks, parallel, priority, cmd.body);
+      if (s.ok()) {
+        // Memcheck: an underrun into a canary is only visible after the kernel.
+        if (KernelEndCheck check = GetKernelEndCheck()) {
+          if (std::string bad = check(device); !bad.empty()) s = absl::InternalError(bad);
+        }
+      }
       const int64_t end = NowNs();
       if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
         ActivityRecord r;

@@ -331,3 +331,80 @@ def test_state_only_and_legacy_signature():
     torch.empty(100, device="xxnpu")
     assert _trace(torch.xxnpu.memory._snapshot()) == []
     del keep
+
+
+# ---------------------------------------------------------------- the host bounds device memory
+#
+# Device memory is host RAM. An allocation the host cannot back must be torch.OutOfMemoryError,
+# not the OOM killer or a SIGBUS (docs/device-runtime.md, "Memory"). The children below run
+# under limits, so that a regression fails the test instead of endangering the machine.
+
+_HOST_LIMITED_CHILD = """
+    import resource
+    import torch, torch_xxnpu
+    MiB, GiB = 1 << 20, 1 << 30
+    def status(field):
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field + ":"))
+    def meminfo(field):
+        with open("/proc/meminfo") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field + ":"))
+    # Before the runtime starts: 4 GiB of address space on top of what torch took.
+    limit = status("VmSize") + 4 * GiB
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    total = torch.xxnpu.get_device_properties(0).total_memory
+    print("TOTAL", total)
+    for what, n in [("capacity", total + MiB), ("ram", meminfo("MemTotal") + GiB)]:
+        try:
+            torch.empty(n, dtype=torch.uint8, device="xxnpu")
+            print(what, "NO OOM")
+        except torch.OutOfMemoryError as e:
+            print(what, "OOM", str(e).replace("\\n", " "))
+    x = torch.ones(MiB, device="xxnpu")
+    print("AFTER", x.sum().item())
+"""
+
+
+def test_default_capacity_fits_an_address_space_limited_process_and_beyond_it_is_oom():
+    r = run_python(_HOST_LIMITED_CHILD, XXNPU_DEVICE_COUNT="2")
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    # A quarter of the 4 GiB left, over 2 devices (before: a fixed 8 GiB per device whose
+    # 32 GiB reservation failed, and the device was unusable).
+    assert int(lines["TOTAL"]) <= 512 * MiB
+    assert lines["capacity"].startswith("OOM"), lines["capacity"]
+    assert "xxnpu out of memory on device 0" in lines["capacity"]
+    assert lines["ram"].startswith("OOM"), lines["ram"]
+    assert lines["AFTER"] == str(float(MiB))
+
+
+def test_explicit_capacity_beyond_ram_fails_an_allocation_beyond_ram_as_oom():
+    # XXNPU_DEVICE_MEMORY=1T is kept (more than this host has), so only the runtime's check
+    # of the host's available RAM stands between the allocation and the OOM killer. The
+    # child volunteers as the OOM killer's first victim, should that check ever regress.
+    r = run_python(
+        """
+        import torch, torch_xxnpu
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+        GiB = 1 << 30
+        with open("/proc/meminfo") as f:
+            ram = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
+        print("TOTAL", torch.xxnpu.get_device_properties(0).total_memory)
+        try:
+            torch.empty(ram + GiB, dtype=torch.uint8, device="xxnpu")
+            print("BIG NO OOM")
+        except torch.OutOfMemoryError as e:
+            print("BIG OOM", str(e).replace("\\n", " "))
+        x = torch.full((1 << 20,), 2.0, device="xxnpu")
+        print("AFTER", x.sum().item())
+        """,
+        XXNPU_DEVICE_MEMORY="1T",
+        XXNPU_DEVICE_COUNT="1",
+    )
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert lines["TOTAL"] == str(1 << 40)
+    assert lines["BIG"].startswith("OOM"), lines["BIG"]
+    assert re.search(r"the host has only \d+ bytes of RAM available", lines["BIG"]), lines["BIG"]
+    assert lines["AFTER"] == str(2.0 * (1 << 20))

@@ -163,3 +163,32 @@ def test_failure_found_by_the_profilers_own_exit_sync(tmp_path):
     assert not torch._C._autograd._profiler_enabled()
     assert [k["name"] for k in _kernels(path)] == ["xxnpu::debug_fail"]
     _device_and_profiler_work(tmp_path)
+
+
+# ---------------------------------------------------------------- kernels that throw
+
+
+def test_a_kernel_that_throws_fails_like_any_kernel_fault():
+    # Before, the exception reached std::terminate on the device thread: the process died.
+    x = torch.ones(4, device="xxnpu")
+    torch.ops.xxnpu._debug_throw_kernel(x, "bad_alloc")
+    y = x + 1  # queued behind the fault before it is reported: skipped
+    with pytest.raises(RuntimeError, match=re.escape("kernel 'xxnpu::debug_throw' failed on xxnpu:0 stream ") +
+                       r"\d+: threw std::bad_alloc: std::bad_alloc"):
+        torch.xxnpu.synchronize()
+    torch.xxnpu.synchronize()  # reported once
+    assert torch.equal((x + 1).cpu(), torch.full((4,), 2.0))
+    del y
+    torch.ops.xxnpu._debug_throw_kernel(x, "non_std")
+    with pytest.raises(RuntimeError, match=r"kernel 'xxnpu::debug_throw' failed .*: threw "
+                       r"xxnpu::\(anonymous namespace\)::DebugNotAnException \(not a std::exception\)"):
+        x.cpu()
+    assert torch.equal(x.cpu(), torch.ones(4))
+
+
+def test_throw_kernel_bad_input():
+    x = torch.ones(2, device="xxnpu")
+    with pytest.raises(RuntimeError, match="kind must be 'bad_alloc' or 'non_std', got 'oops'"):
+        torch.ops.xxnpu._debug_throw_kernel(x, "oops")
+    with pytest.raises(NotImplementedError, match="_debug_throw_kernel"):
+        torch.ops.xxnpu._debug_throw_kernel(torch.ones(2), "bad_alloc")
