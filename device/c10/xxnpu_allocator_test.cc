@@ -28,21 +28,20 @@ TEST(XxnpuAllocatorTest, ManyThreadsTouchingADeviceFirstShareOneAllocator) {
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<CachingAllocator*> seen(kThreads, nullptr);
-    std::vector<bool> allocated(kThreads, false);
+    std::vector<int> allocated(kThreads, 0);  // not vector<bool>: its bits share words
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         ASSERT_TRUE(xxnpuSetDevice(d).ok());
         ready.fetch_add(1);
-        while (!go.load(std::memory_order_acquire)) {
-        }
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
         // Half the threads come through the per-op path (allocate on the current
         // device), half through ForDevice: both read the device's slot.
         if (t % 2 == 0) {
           c10::DataPtr p = allocator->allocate(4096);
           allocated[t] = p.get() != nullptr && DeviceOfPointer(p.get()) == d;
         } else {
-          allocated[t] = true;
+          allocated[t] = 1;
         }
         seen[t] = &allocator->ForDevice(static_cast<c10::DeviceIndex>(d));
       });
