@@ -203,7 +203,10 @@ CachingAllocator::CachingAllocator(std::unique_ptr<AllocatorBackend> backend,
 }
 
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard<SpinLock> lock(mu_);
+  // No other thread may use the allocator any more, so the backend is called without mu_:
+  // RawFree waits for the device, and the runtime may then destroy finished kernels'
+  // captures on this thread, whose frees must not find mu_ taken (see Free).
+  //
   // Markers still pending guard memory that other streams may be using: wait for them
   // before the memory goes back to the device. Errors cannot be reported from here.
   if (pending_count_ > 0) (void)backend_->Synchronize();
@@ -211,7 +214,12 @@ CachingAllocator::~CachingAllocator() {
     for (const PendingMarker& p : queue) backend_->ReleaseMarker(p.marker);
   }
   pending_.clear();
-  for (auto& [addr, segment] : segments_) {
+  std::map<uintptr_t, Segment> segments;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    segments.swap(segments_);
+  }
+  for (auto& [addr, segment] : segments) {
     (void)backend_->RawFree(reinterpret_cast<void*>(addr));
     for (Block* b = segment.head; b != nullptr;) {
       Block* next = b->next;
@@ -332,37 +340,44 @@ absl::Status CachingAllocator::AllocSegmentLocked(bool small, xxnpuStream_t stre
   return absl::OkStatus();
 }
 
-absl::Status CachingAllocator::ReleaseSegmentLocked(Block* block) {
-  // Only whole free segments come here (no neighbours, in the pool).
-  PoolEraseLocked(block);
-  if (absl::Status s = backend_->RawFree(reinterpret_cast<void*>(block->addr)); !s.ok()) {
-    PoolInsertLocked(block);  // still ours: keep it usable and consistent
-    return s;
-  }
-  const bool small = block->small;
-  UpdateStat(stats_.segment, small, -1);
-  UpdateStat(stats_.reserved_bytes, small, -static_cast<int64_t>(block->size));
-  ++stats_.num_device_free;
-  if (block->size >= max_split_size_) Decrease(stats_.oversize_segments, 1);
-  if (record_history_) {
-    RecordTraceLocked(TraceAction::SEGMENT_FREE, block->addr, block->size, block->stream, 0);
-  }
-  segments_.erase(block->addr);
-  RecycleBlockLocked(block);
-  return absl::OkStatus();
-}
-
-absl::Status CachingAllocator::ReleaseCachedSegmentsLocked() {
-  // Collect first: releasing modifies the pools.
-  absl::InlinedVector<Block*, 16> whole;
+void CachingAllocator::TakeCachedSegmentsLocked(std::vector<Block*>* taken) {
+  // Whole free segments leave their pool now, so nobody allocates from them while they
+  // are being returned; they stay in segments_ (and snapshots) until RawFree succeeded.
   for (BlockSet* pool : {&small_pool_, &large_pool_}) {
     for (Block* b : *pool) {
-      if (!b->IsSplit()) whole.push_back(b);
+      if (!b->IsSplit()) taken->push_back(b);
     }
   }
+  for (Block* b : *taken) PoolEraseLocked(b);
+}
+
+absl::Status CachingAllocator::ReleaseSegments(const std::vector<Block*>& taken) {
+  if (taken.empty()) return absl::OkStatus();
+  // Without mu_: RawFree waits for the device (as cudaFree does), and while a host thread
+  // waits the runtime destroys finished kernels' captures on it. A capture that owns a
+  // tensor frees it into this allocator; with mu_ held that spun forever (issue 21).
+  absl::InlinedVector<absl::Status, 16> results;
+  results.reserve(taken.size());
+  for (Block* b : taken) results.push_back(backend_->RawFree(reinterpret_cast<void*>(b->addr)));
+  std::lock_guard<SpinLock> lock(mu_);
   absl::Status first_error;
-  for (Block* b : whole) {
-    if (absl::Status s = ReleaseSegmentLocked(b); !s.ok() && first_error.ok()) first_error = s;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    Block* block = taken[i];
+    if (!results[i].ok()) {
+      PoolInsertLocked(block);  // still ours: keep it usable and consistent
+      if (first_error.ok()) first_error = results[i];
+      continue;
+    }
+    const bool small = block->small;
+    UpdateStat(stats_.segment, small, -1);
+    UpdateStat(stats_.reserved_bytes, small, -static_cast<int64_t>(block->size));
+    ++stats_.num_device_free;
+    if (block->size >= max_split_size_) Decrease(stats_.oversize_segments, 1);
+    if (record_history_) {
+      RecordTraceLocked(TraceAction::SEGMENT_FREE, block->addr, block->size, block->stream, 0);
+    }
+    segments_.erase(block->addr);
+    RecycleBlockLocked(block);
   }
   return first_error;
 }
@@ -490,13 +505,6 @@ absl::Status CachingAllocator::ProcessMarkersLocked() {
   return absl::OkStatus();
 }
 
-absl::Status CachingAllocator::SynchronizeAndProcessMarkersLocked() {
-  ++stats_.num_sync_all_streams;
-  if (pending_count_ == 0) return absl::OkStatus();
-  if (absl::Status s = backend_->Synchronize(); !s.ok()) return s;
-  return ProcessMarkersLocked();
-}
-
 // ------------------------------------------------------------------ history and tracing
 
 void CachingAllocator::RecordTraceLocked(TraceAction action, uint64_t addr, size_t size,
@@ -545,7 +553,7 @@ void CachingAllocator::EmitActivityLocked(bool alloc, uint64_t addr, int64_t byt
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t stream,
                                                  uint64_t context_id) {
   if (bytes == 0) return nullptr;
-  std::lock_guard<SpinLock> lock(mu_);
+  std::unique_lock<SpinLock> lock(mu_);
   // Blocks whose markers completed since the last call become reusable now.
   if (pending_count_ > 0) {
     if (absl::Status s = ProcessMarkersLocked(); !s.ok()) return s;
@@ -564,8 +572,25 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
       // Out of memory: wait for pending markers, give every fully free cached segment
       // (of both pools, all streams) back to the device and try once more. Completed
       // markers may also have returned a block that fits, so search the pool again.
-      if (absl::Status sync = SynchronizeAndProcessMarkersLocked(); !sync.ok()) return sync;
-      if (absl::Status rel = ReleaseCachedSegmentsLocked(); !rel.ok()) return rel;
+      //
+      // Both waits for the device happen without mu_ (see ReleaseSegments): the thread
+      // that waits may have to free memory into this allocator meanwhile. Other threads
+      // may allocate in between; the retry takes whatever is left then, as it would
+      // after any other thread's allocation.
+      ++stats_.num_sync_all_streams;
+      if (pending_count_ > 0) {
+        lock.unlock();
+        absl::Status sync = backend_->Synchronize();
+        lock.lock();
+        if (!sync.ok()) return sync;
+        if (absl::Status p = ProcessMarkersLocked(); !p.ok()) return p;
+      }
+      std::vector<Block*> taken;
+      TakeCachedSegmentsLocked(&taken);
+      lock.unlock();
+      absl::Status rel = ReleaseSegments(taken);
+      lock.lock();
+      if (!rel.ok()) return rel;
       ++stats_.num_alloc_retries;
       block = FindFreeBlockLocked(small, stream, size);
       if (block == nullptr) s = AllocSegmentLocked(small, stream, size, &block);
@@ -616,37 +641,61 @@ absl::Status CachingAllocator::OutOfMemoryLocked(size_t requested, size_t rounde
   return absl::ResourceExhaustedError(message);
 }
 
+absl::Status CachingAllocator::UnknownPointerLocked(const char* api, const void* ptr) const {
+  // Cold path: say whether the pointer is at least ours (then most likely a double free)
+  // or foreign.
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  auto seg = segments_.upper_bound(addr);
+  const bool inside = seg != segments_.begin() &&
+                      addr < std::prev(seg)->first + std::prev(seg)->second.size;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s(%p) on device %d: %s", api, ptr, device_,
+      inside ? "not a live allocation (already freed? a double free)"
+             : "not a pointer of this allocator (unknown pointer)"));
+}
+
 absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
   if (ptr == nullptr) return absl::OkStatus();
-  std::lock_guard<SpinLock> lock(mu_);
+  std::unique_lock<SpinLock> lock(mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   auto it = allocated_.find(addr);
-  if (it == allocated_.end()) {
-    // Cold path: say whether the pointer is at least ours (then most likely a double
-    // free) or foreign.
-    auto seg = segments_.upper_bound(addr);
-    const bool inside = seg != segments_.begin() &&
-                        addr < std::prev(seg)->first + std::prev(seg)->second.size;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Free(%p) on device %d: %s", ptr, device_,
-        inside ? "not a live allocation (already freed? a double free)"
-               : "not a pointer of this allocator (unknown pointer)"));
-  }
+  if (it == allocated_.end()) return UnknownPointerLocked("Free", ptr);
   Block* block = it->second;
 
   // Record the markers first, so that a failure leaves the block allocated as it was.
+  // Without mu_: recording queues a command on the stream, and the runtime may then
+  // destroy finished kernels' captures on this thread, which may free memory here.
+  // RecordStream may add uses meanwhile: loop until every use has its marker.
   absl::InlinedVector<MarkerId, 2> markers;
-  for (xxnpuStream_t use : block->stream_uses) {
-    absl::StatusOr<MarkerId> marker = backend_->RecordMarker(use);
-    if (!marker.ok()) {
-      for (MarkerId m : markers) backend_->ReleaseMarker(m);
-      return absl::Status(marker.status().code(),
-                          absl::StrFormat("Free(%p): recording a marker on stream %p failed, "
-                                          "the block stays allocated: %s",
-                                          ptr, static_cast<void*>(use),
-                                          marker.status().message()));
+  while (markers.size() < block->stream_uses.size()) {
+    const absl::InlinedVector<xxnpuStream_t, 2> uses(
+        block->stream_uses.begin() + static_cast<ptrdiff_t>(markers.size()), block->stream_uses.end());
+    lock.unlock();
+    absl::Status failed;
+    for (xxnpuStream_t use : uses) {
+      absl::StatusOr<MarkerId> marker = backend_->RecordMarker(use);
+      if (!marker.ok()) {
+        failed = absl::Status(marker.status().code(),
+                              absl::StrFormat("Free(%p): recording a marker on stream %p failed, "
+                                              "the block stays allocated: %s",
+                                              ptr, static_cast<void*>(use), marker.status().message()));
+        break;
+      }
+      markers.push_back(*marker);
     }
-    markers.push_back(*marker);
+    if (!failed.ok()) {
+      for (MarkerId m : markers) backend_->ReleaseMarker(m);
+      return failed;
+    }
+    lock.lock();
+    it = allocated_.find(addr);
+    if (it == allocated_.end() || it->second != block) {
+      // Another thread freed it meanwhile: a double free.
+      lock.unlock();
+      for (MarkerId m : markers) backend_->ReleaseMarker(m);
+      lock.lock();
+      return UnknownPointerLocked("Free", ptr);
+    }
   }
 
   allocated_.erase(it);
@@ -696,11 +745,15 @@ absl::Status CachingAllocator::RecordStream(void* ptr, xxnpuStream_t stream) {
 }
 
 absl::Status CachingAllocator::EmptyCache() {
-  std::lock_guard<SpinLock> lock(mu_);
-  if (pending_count_ > 0) {
-    if (absl::Status s = ProcessMarkersLocked(); !s.ok()) return s;
+  std::vector<Block*> taken;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (pending_count_ > 0) {
+      if (absl::Status s = ProcessMarkersLocked(); !s.ok()) return s;
+    }
+    TakeCachedSegmentsLocked(&taken);
   }
-  return ReleaseCachedSegmentsLocked();
+  return ReleaseSegments(taken);  // without mu_: see there
 }
 
 absl::Status CachingAllocator::SetMemoryFraction(double fraction) {

@@ -74,9 +74,11 @@ size_t CachingAllocatorSegmentSize(size_t rounded_size);
 // Names a stream-order marker (an event recorded on a stream) of a backend.
 using MarkerId = uint64_t;
 
-// What the allocator needs from one device. Calls are made with the owning allocator's
-// lock held, so an implementation used by a single allocator needs no locking of its
-// own for the allocator's sake.
+// What the allocator needs from one device. Implementations must be thread-safe: the
+// calls that may wait for the device or queue work on it (RawFree, RecordMarker,
+// Synchronize) are made WITHOUT the allocator's lock, since a runtime may run other code
+// on the waiting thread (the simulator destroys finished kernels' captures there) that
+// frees memory into the same allocator; the others are made with it held.
 class AllocatorBackend {
  public:
   virtual ~AllocatorBackend() = default;
@@ -310,10 +312,13 @@ class CachingAllocator {
                                   Block** out);
   void* UseBlockLocked(Block* block, size_t size, size_t requested, uint64_t context_id);
   void FreeBlockLocked(Block* block, uint64_t context_id);
-  absl::Status ReleaseSegmentLocked(Block* block);
-  absl::Status ReleaseCachedSegmentsLocked();
+  // Takes every whole free segment out of its pool, for ReleaseSegments.
+  void TakeCachedSegmentsLocked(std::vector<Block*>* taken);
+  // Returns taken segments to the backend. Called WITHOUT mu_ (it takes it to account):
+  // the backend's free waits for the device, see the .cc.
+  absl::Status ReleaseSegments(const std::vector<Block*>& taken);
   absl::Status ProcessMarkersLocked();
-  absl::Status SynchronizeAndProcessMarkersLocked();
+  absl::Status UnknownPointerLocked(const char* api, const void* ptr) const;
   absl::Status OutOfMemoryLocked(size_t requested, size_t rounded, size_t segment_size,
                                  xxnpuStream_t stream, const absl::Status& cause);
   void RecordTraceLocked(TraceAction action, uint64_t addr, size_t size,

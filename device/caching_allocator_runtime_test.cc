@@ -7,6 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -313,6 +316,113 @@ TEST_F(CachingAllocatorRuntimeTest, ActivityRecordsCarryStreamIds) {
     ActivityClear();
   }
   ASSERT_TRUE(xxnpuStreamDestroy(*b).ok());
+}
+
+// ------------------------------------------------------------------ re-entrant frees
+//
+// Issue 21: a kernel body that owns memory of the allocator (as an xxccl comm kernel owns
+// its tensors) is destroyed by whichever host thread next waits for, or queues work on,
+// its stream. When that thread was inside the allocator (EmptyCache's or the OOM retry's
+// xxnpuFree, a Free's marker), the body's free found the allocator's lock taken and spun
+// forever. Each test below runs the call on a helper thread bounded by a deadline, so a
+// regression fails instead of hanging the suite.
+
+// Runs `fn` on another thread; fails the test and ends the process if it does not return
+// within `timeout` (the stuck thread cannot be joined).
+void RunBounded(const char* what, std::function<void()> fn,
+                std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  std::packaged_task<void()> task(std::move(fn));
+  std::future<void> done = task.get_future();
+  std::thread runner(std::move(task));
+  if (done.wait_for(timeout) != std::future_status::ready) {
+    ADD_FAILURE() << what << " did not return within " << timeout.count()
+                  << " s: a deadlock (the allocator's lock re-entered from a kernel body's destructor)";
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  runner.join();
+  done.get();
+}
+
+// A kernel body owning `ptr` of `a`: freed when the runtime destroys the body.
+KernelBody BodyOwning(CachingAllocator& a, void* ptr) {
+  std::shared_ptr<void> owned(ptr, [&a](void* p) { EXPECT_TRUE(a.Free(p).ok()); });
+  return [owned](BlockRange) { return absl::OkStatus(); };
+}
+
+// Launches a body owning `ptr` on `stream` and waits (through an event, which destroys
+// nothing) until it has run: its destruction is then due at the stream's next wait/launch.
+void RunBodyOwning(CachingAllocator& a, void* ptr, xxnpuStream_t stream) {
+  LaunchConfig config;
+  config.name = "owns_a_block";
+  ASSERT_TRUE(xxnpuLaunchKernel(config, BodyOwning(a, ptr), stream).ok());
+  absl::StatusOr<xxnpuEvent_t> done = xxnpuEventCreate(kEventDisableTiming);
+  ASSERT_TRUE(done.ok());
+  ASSERT_TRUE(xxnpuEventRecord(*done, stream).ok());
+  ASSERT_TRUE(xxnpuEventSynchronize(*done).ok());
+  ASSERT_TRUE(xxnpuEventDestroy(*done).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, EmptyCacheWhileAFinishedKernelOwnsABlock) {
+  CachingAllocator a(std::make_unique<RuntimeAllocatorBackend>(0));
+  absl::StatusOr<xxnpuStream_t> stream = xxnpuStreamCreate(0);
+  ASSERT_TRUE(stream.ok());
+  void* cached = MustAlloc(a, 12 * kMiB);  // a segment of its own
+  void* owned = MustAlloc(a, 12 * kMiB);
+  ASSERT_TRUE(a.Free(cached).ok());  // a whole free segment for EmptyCache to return
+  RunBodyOwning(a, owned, *stream);
+  RunBounded("EmptyCache", [&] { EXPECT_TRUE(a.EmptyCache().ok()); });
+  // The body's free went through: the block is cached, and the next EmptyCache returns it.
+  ASSERT_TRUE(xxnpuStreamSynchronize(*stream).ok());
+  EXPECT_EQ(a.GetStats().allocated_bytes[0].current, 0);
+  ASSERT_TRUE(a.EmptyCache().ok());
+  EXPECT_EQ(a.GetStats().reserved_bytes[0].current, 0);
+  ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, OutOfMemoryRetryWhileAFinishedKernelOwnsABlock) {
+  CachingAllocator a(std::make_unique<RuntimeAllocatorBackend>(0));
+  absl::StatusOr<xxnpuStream_t> stream = xxnpuStreamCreate(0);
+  ASSERT_TRUE(stream.ok());
+  void* cached = MustAlloc(a, 12 * kMiB);
+  void* owned = MustAlloc(a, 12 * kMiB);
+  ASSERT_TRUE(a.Free(cached).ok());
+  // 30 MiB allowed, 24 reserved: a 16 MiB segment only fits after the retry's release.
+  ASSERT_TRUE(a.SetMemoryFraction(30.0 / 64.0).ok());
+  RunBodyOwning(a, owned, *stream);
+  void* big = nullptr;
+  RunBounded("Allocate (out-of-memory retry)", [&] {
+    absl::StatusOr<void*> p = a.Allocate(16 * kMiB);
+    ASSERT_TRUE(p.ok()) << p.status();
+    big = *p;
+  });
+  EXPECT_EQ(a.GetStats().num_alloc_retries, 1);
+  ASSERT_TRUE(a.Free(big).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(*stream).ok());
+  EXPECT_EQ(a.GetStats().allocated_bytes[0].current, 0);
+  ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
+}
+
+TEST_F(CachingAllocatorRuntimeTest, FreeWithAMarkerWhileAFinishedKernelOwnsABlock) {
+  CachingAllocator a(std::make_unique<RuntimeAllocatorBackend>(0));
+  absl::StatusOr<xxnpuStream_t> stream = xxnpuStreamCreate(0);
+  ASSERT_TRUE(stream.ok());
+  // Blocks used on `stream` too: each Free records a marker there (queues a command).
+  // Several, so that one of them lands on a launch that destroys finished bodies.
+  std::vector<void*> used;
+  for (int i = 0; i < 8; ++i) {
+    used.push_back(MustAlloc(a, 4 * kKiB));
+    ASSERT_TRUE(a.RecordStream(used.back(), *stream).ok());
+  }
+  void* owned = MustAlloc(a, 4 * kKiB);
+  ASSERT_TRUE(a.RecordStream(owned, *stream).ok());  // its own Free records a marker too
+  RunBodyOwning(a, owned, *stream);
+  RunBounded("Free with a marker", [&] {
+    for (void* p : used) EXPECT_TRUE(a.Free(p).ok());
+  });
+  ASSERT_TRUE(xxnpuStreamSynchronize(*stream).ok());
+  EXPECT_EQ(a.GetStats().allocated_bytes[0].current, 0);
+  ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
 }
 
 }  // namespace

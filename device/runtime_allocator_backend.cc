@@ -77,18 +77,25 @@ size_t RuntimeAllocatorBackend::FreeBytes() {
 absl::StatusOr<MarkerId> RuntimeAllocatorBackend::RecordMarker(xxnpuStream_t stream) {
   DeviceGuard guard(device_);
   if (!guard.status().ok()) return guard.status();
-  std::lock_guard<std::mutex> lock(mu_);
   xxnpuEvent_t event = nullptr;
-  if (!idle_events_.empty()) {
-    event = idle_events_.back();
-    idle_events_.pop_back();
-  } else {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_events_.empty()) {
+      event = idle_events_.back();
+      idle_events_.pop_back();
+    }
+  }
+  if (event == nullptr) {
     // No timing: the allocator only asks "done yet?", and timing events cost a timestamp.
     absl::StatusOr<xxnpuEvent_t> created = xxnpuEventCreate(kEventDisableTiming);
     if (!created.ok()) return created.status();
     event = *created;
   }
-  if (absl::Status s = xxnpuEventRecord(event, stream); !s.ok()) {
+  // Recorded without mu_: queueing on the stream may run finished kernels' destructors on
+  // this thread, and a tensor they free can come back here for its own marker.
+  const absl::Status s = xxnpuEventRecord(event, stream);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) {
     idle_events_.push_back(event);
     return s;
   }

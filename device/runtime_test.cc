@@ -267,6 +267,47 @@ TEST(RuntimeStreamTest, PriorityIsClampedAndHandlesAreChecked) {
   ASSERT_TRUE(xxnpuStreamDestroy(lo).ok());
 }
 
+// Issue 21: drivers may recycle a destroyed stream's resources, but a handle must never
+// come back: a stale handle (a library that kept it, a c10 stream of a destroyed process
+// group) used to act silently on whichever stream reused the object.
+TEST(RuntimeStreamTest, ADestroyedStreamsHandleNeverNamesALaterStream) {
+  absl::StatusOr<xxnpuStream_t> created = xxnpuStreamCreate(0);
+  ASSERT_TRUE(created.ok());
+  const xxnpuStream_t stale = *created;
+  ASSERT_TRUE(xxnpuStreamDestroy(stale).ok());
+  std::set<xxnpuStream_t> handles{stale};
+  std::vector<xxnpuStream_t> live;
+  for (int i = 0; i < 64; ++i) {
+    absl::StatusOr<xxnpuStream_t> s = xxnpuStreamCreate(0);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(handles.insert(*s).second) << "cycle " << i << ": a handle was handed out twice";
+    if (i % 2 == 0) {
+      live.push_back(*s);  // keep some alive, so both recycled and new objects are in play
+    } else {
+      ASSERT_TRUE(xxnpuStreamDestroy(*s).ok());
+    }
+  }
+  // Every use of the stale handle is refused, naming the destruction, and nothing runs.
+  std::atomic<int> ran{0};
+  auto expect_destroyed = [](const absl::Status& s, const char* what) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << what << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("was destroyed")) << what;
+  };
+  expect_destroyed(xxnpuStreamQuery(stale), "query");
+  expect_destroyed(xxnpuStreamSynchronize(stale), "synchronize");
+  expect_destroyed(xxnpuStreamGetId(stale).status(), "get id");
+  LaunchConfig config;
+  config.name = "must_not_run";
+  expect_destroyed(xxnpuLaunchKernel(config, [&ran](BlockRange) { ran.fetch_add(1); return absl::OkStatus(); }, stale),
+                   "launch");
+  expect_destroyed(xxnpuStreamDestroy(stale), "destroy");
+  for (xxnpuStream_t s : live) {
+    ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+    ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
+  }
+  EXPECT_EQ(ran.load(), 0);
+}
+
 TEST(RuntimeStreamTest, DestroyFinishesQueuedWork) {
   xxnpuStream_t s = *xxnpuStreamCreate();
   std::atomic<int> ran{0};

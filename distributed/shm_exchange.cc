@@ -1,6 +1,7 @@
 // The shared-memory exchange: see shm_exchange.h for the round protocol.
 #include "distributed/shm_exchange.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -19,6 +20,8 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -54,6 +57,22 @@ absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
+constexpr char kNamePrefix[] = "xxccl-";  // names are /xxccl-<creator pid>-<token>
+constexpr char kShmDir[] = "/dev/shm";    // where glibc's shm_open keeps them
+// A segment whose creator died before writing its header is removed once it is this old
+// (a live creator writes it microseconds after creating the name).
+constexpr absl::Duration kUnwrittenGrace = absl::Minutes(1);
+
+// The PID namespace of this process (the inode of /proc/self/ns/pid; 0 if unknown). A pid
+// means the same process only within one namespace, and /dev/shm may be shared across
+// namespaces (containers, sandboxes).
+uint64_t PidNamespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+bool ProcessExists(pid_t pid) { return !(kill(pid, 0) != 0 && errno == ESRCH); }
+
 }  // namespace
 
 struct alignas(64) ShmExchange::Control {
@@ -61,6 +80,9 @@ struct alignas(64) ShmExchange::Control {
   uint64_t token;
   uint64_t size;
   uint64_t slot_bytes;
+  // Who created it, for the stale-segment sweep: a pid in a PID namespace.
+  uint64_t creator_pid;
+  uint64_t creator_pid_ns;
 };
 
 // Each side's counter has its own cache line: the owner writes it, the others poll it.
@@ -102,12 +124,49 @@ ShmExchange::~ShmExchange() {
   munmap(base_, length_);
 }
 
+void ShmExchange::RemoveStaleSegments() {
+  DIR* dir = opendir(kShmDir);
+  if (dir == nullptr) return;
+  const uint64_t my_ns = PidNamespace();
+  while (const dirent* entry = readdir(dir)) {
+    const std::string file = entry->d_name;
+    if (!absl::StartsWith(file, kNamePrefix)) continue;
+    const std::string rest = file.substr(sizeof(kNamePrefix) - 1);
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &pid) || pid <= 0 || pid == getpid()) continue;
+    const std::string name = "/" + file;
+    const int fd = shm_open(name.c_str(), O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0) continue;
+    struct stat st {};
+    bool stale = false;
+    // Only our own user's segments, and only when sure their creator is gone.
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid()) {
+      Control control{};
+      if (static_cast<size_t>(st.st_size) >= sizeof(Control) &&
+          pread(fd, &control, sizeof control, 0) == static_cast<ssize_t>(sizeof control) && control.magic == kMagic) {
+        // A pid is only meaningful in its creator's namespace: another one's live
+        // creator would look dead from here.
+        stale = control.creator_pid == static_cast<uint64_t>(pid) && my_ns != 0 &&
+                control.creator_pid_ns == my_ns && !ProcessExists(static_cast<pid_t>(pid));
+      } else {
+        stale = absl::Now() - absl::FromTimeT(st.st_mtime) > kUnwrittenGrace;
+      }
+    }
+    close(fd);
+    if (stale) shm_unlink(name.c_str());
+  }
+  closedir(dir);
+}
+
 absl::StatusOr<std::unique_ptr<ShmExchange>> ShmExchange::Create(int size, size_t slot_bytes) {
   if (size < 1 || slot_bytes == 0 || slot_bytes % 64 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm exchange: expected size >= 1 and slot_bytes a positive multiple of 64, got size ", size,
                      " and slot_bytes ", slot_bytes));
   }
+  // A rank 0 that died between creating its segment and unlinking the name (killed
+  // during the group's setup) left it behind: clear such leftovers first (issue 21).
+  RemoveStaleSegments();
   std::random_device entropy;
   const uint64_t token = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
   const std::string name = absl::StrFormat("/xxccl-%d-%016x", getpid(), token);
@@ -124,7 +183,8 @@ absl::StatusOr<std::unique_ptr<ShmExchange>> ShmExchange::Create(int size, size_
     errno = saved;
     return Errno(absl::StrCat("shared memory segment of ", length, " bytes (", name, ")"));
   }
-  auto* control = new (base) Control{0, token, static_cast<uint64_t>(size), slot_bytes};
+  auto* control = new (base) Control{0, token, static_cast<uint64_t>(size), slot_bytes,
+                                     static_cast<uint64_t>(getpid()), PidNamespace()};
   auto exchange = std::unique_ptr<ShmExchange>(new ShmExchange(name, token, 0, size, slot_bytes, base, length));
   for (int r = 0; r < size; ++r) {
     RankState* state = new (&exchange->State(r)) RankState();
@@ -149,7 +209,29 @@ absl::StatusOr<std::unique_ptr<ShmExchange>> ShmExchange::Attach(const std::stri
   }
   const size_t length = SegmentBytes(size, slot_bytes);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != length) {
+  if (fstat(fd, &st) != 0) {
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    return Errno(absl::StrCat("fstat of shared memory segment ", name));
+  }
+  // The group's rank 0 runs as this user (ranks of one job do) and creates it 0600:
+  // anything else is not the segment this group created, and mapping it would let its
+  // owner read or forge this rank's collectives.
+  if (st.st_uid != geteuid()) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("shared memory segment ", name, " is owned by uid ", st.st_uid,
+                                                      ", expected uid ", geteuid(),
+                                                      " (this process's): not the segment this group created"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shared memory segment %s is accessible to other users (mode 0%o, expected 0600): not the segment this "
+        "group created",
+        name, st.st_mode & 0777));
+  }
+  if (static_cast<size_t>(st.st_size) != length) {
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat("shared memory segment ", name, " has ", st.st_size,
                                                       " bytes, expected ", length));

@@ -15,8 +15,12 @@
 // exchange stays broken: every later round fails at once (the rounds are out of step).
 //
 // Torch-free: reductions over the slots are the caller's (xxccl uses ATen's kernels).
-// Rank 0 creates the segment; it unlinks the name once every rank has attached, so a
-// crash leaves nothing behind in /dev/shm. One thread per rank drives the rounds.
+// Rank 0 creates the segment (mode 0600); it unlinks the name once every rank has
+// attached, so a crash after that leaves nothing behind in /dev/shm. A rank 0 killed
+// before that leaves the name: every Create first removes segments of this user whose
+// creator no longer exists (checked in the creator's PID namespace only). Attach maps
+// only a segment owned by this user, closed to others, with the group's token and shape.
+// One thread per rank drives the rounds.
 #ifndef TORCH_XXNPU_DISTRIBUTED_SHM_EXCHANGE_H_
 #define TORCH_XXNPU_DISTRIBUTED_SHM_EXCHANGE_H_
 
@@ -43,7 +47,8 @@ class ShmExchange {
   // token() are what the other ranks need to attach.
   static absl::StatusOr<std::unique_ptr<ShmExchange>> Create(int size, size_t slot_bytes);
   // Ranks 1..size-1: the segment rank 0 created. Fails (FailedPrecondition) when the name
-  // does not exist here or holds another group's segment, e.g. on another host.
+  // does not exist here or holds another group's segment, e.g. on another host, or one
+  // owned by another user or open to other users.
   static absl::StatusOr<std::unique_ptr<ShmExchange>> Attach(const std::string& name, uint64_t token, int rank,
                                                              int size, size_t slot_bytes);
   ~ShmExchange();
@@ -78,6 +83,8 @@ class ShmExchange {
 
   ShmExchange(std::string name, uint64_t token, int rank, int size, size_t slot_bytes, void* base, size_t length);
   static size_t SegmentBytes(int size, size_t slot_bytes);
+  // Unlinks this user's segments whose creator has died (see the file comment).
+  static void RemoveStaleSegments();
   RankState& State(int r) const;
   char* Slot(int r) const;
   // Waits until rank `peer`'s counter `which` reaches `target`.

@@ -3,12 +3,16 @@
 #include "distributed/shm_exchange.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -150,6 +154,109 @@ TEST(ShmExchangeTest, AttachRefusesAnotherGroupsSegmentAndAMissingName) {
   auto gone = ShmExchange::Attach((*created)->name(), (*created)->token(), 1, 2, kSlot);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr("not visible here"));
+}
+
+// Where shm_open's names live on Linux.
+std::string ShmPath(const std::string& name) { return "/dev/shm" + name; }
+bool Exists(const std::string& name) {
+  struct stat st {};
+  return stat(ShmPath(name).c_str(), &st) == 0;
+}
+
+// A child process creates a segment, reports its name and then dies by SIGKILL (no
+// destructor, no unlink), as rank 0 dying during the group's setup. With `hold`, it
+// instead waits until the returned fd (the write end of its pipe) is closed.
+struct Creator {
+  pid_t pid = -1;
+  std::string name;
+  int release_fd = -1;
+};
+Creator SpawnCreator(bool hold) {
+  int names[2], release[2];
+  EXPECT_EQ(pipe(names), 0);
+  EXPECT_EQ(pipe(release), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(names[0]);
+    close(release[1]);
+    auto created = ShmExchange::Create(2, kSlot);
+    const std::string name = created.ok() ? (*created)->name() : std::string();
+    (void)!write(names[1], name.data(), name.size());
+    close(names[1]);
+    if (hold) {
+      char c;
+      (void)!read(release[0], &c, 1);
+      _exit(0);  // also without unlinking: only its liveness matters here
+    }
+    kill(getpid(), SIGKILL);
+    _exit(1);
+  }
+  close(names[1]);
+  close(release[0]);
+  Creator c;
+  c.pid = pid;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(names[0], buf, sizeof buf)) > 0) c.name.append(buf, static_cast<size_t>(n));
+  close(names[0]);
+  c.release_fd = release[1];
+  return c;
+}
+
+// Issue 21: rank 0 unlinks the segment's name once everyone has attached, so a rank 0
+// killed before that left the name in /dev/shm for good.
+TEST(ShmExchangeTest, ASegmentWhoseCreatorDiedIsRemovedByTheNextCreate) {
+  Creator dead = SpawnCreator(/*hold=*/false);
+  ASSERT_FALSE(dead.name.empty());
+  int status = 0;
+  ASSERT_EQ(waitpid(dead.pid, &status, 0), dead.pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  close(dead.release_fd);
+  ASSERT_TRUE(Exists(dead.name)) << "the killed creator's segment should still be there";
+  Creator alive = SpawnCreator(/*hold=*/true);
+  ASSERT_FALSE(alive.name.empty());
+
+  auto next = ShmExchange::Create(2, kSlot);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(Exists(dead.name)) << "a segment of a dead creator survived the next Create";
+  EXPECT_TRUE(Exists(alive.name)) << "a live creator's segment must not be removed";
+  EXPECT_TRUE(Exists((*next)->name()));
+
+  close(alive.release_fd);
+  ASSERT_EQ(waitpid(alive.pid, &status, 0), alive.pid);
+  shm_unlink(alive.name.c_str());
+}
+
+// Attach maps only the segment its group created: one open to other users (or owned by
+// another user, below) is refused even when name and token match, since its contents
+// could be read or forged.
+TEST(ShmExchangeTest, AttachRefusesASegmentOpenToOtherUsers) {
+  auto created = ShmExchange::Create(2, kSlot);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ShmExchange& x = **created;
+  ASSERT_EQ(chmod(ShmPath(x.name()).c_str(), 0666), 0);
+  auto opened = ShmExchange::Attach(x.name(), x.token(), 1, 2, kSlot);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(opened.status().message(), HasSubstr("other users"));
+  ASSERT_EQ(chmod(ShmPath(x.name()).c_str(), 0600), 0);
+  EXPECT_TRUE(ShmExchange::Attach(x.name(), x.token(), 1, 2, kSlot).ok());
+}
+
+TEST(ShmExchangeTest, AttachRefusesASegmentOwnedByAnotherUser) {
+  auto created = ShmExchange::Create(2, kSlot);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ShmExchange& x = **created;
+  // Only root can arrange another owner, and not inside Bazel's sandbox (its user
+  // namespace maps root alone): run the binary directly as root to cover it.
+  const uid_t other = geteuid() == 65534 ? 65533 : 65534;
+  if (chown(ShmPath(x.name()).c_str(), other, static_cast<gid_t>(-1)) != 0) {
+    GTEST_SKIP() << "cannot give the segment another owner here (" << std::strerror(errno) << ")";
+  }
+  auto foreign = ShmExchange::Attach(x.name(), x.token(), 1, 2, kSlot);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(foreign.status().message(), HasSubstr("owned by uid"));
 }
 
 TEST(ShmExchangeTest, BadArgumentsAreRejectedWithWhatWasExpected) {

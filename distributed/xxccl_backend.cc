@@ -206,10 +206,29 @@ void XxcclBackend::SetUpSharedMemory() {
   shm_ = std::move(mine);
 }
 
-XxcclBackend::~XxcclBackend() {
-  // Kernels capture this backend: let the queued ones finish before it goes away.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (comm_.has_value()) (void)xxnpuStreamSynchronize(comm_->handle());
+XxcclBackend::~XxcclBackend() { shutdown(); }
+
+void XxcclBackend::shutdown() {
+  std::optional<XxnpuStream> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    comm.swap(comm_);
+  }
+  if (comm.has_value()) {
+    // Kernels capture this backend (and the segment): the queued ones run first, and
+    // synchronising also destroys their bodies (with the tensors they hold) here. Errors
+    // were reported to the works already; a shutdown has nobody to raise them to.
+    const xxnpuStream_t handle = comm->handle();
+    (void)xxnpuStreamSynchronize(handle);
+    // Each group used to keep its comm stream, and so a device thread, for the life of
+    // the process (issue 21). Works that outlive the group keep the events they hold
+    // (EventPool is shared); their stream handle now names a destroyed stream.
+    (void)xxnpuStreamDestroy(handle);
+  }
+  // Only the comm stream's kernels used it, and none is left.
+  shm_.reset();
 }
 
 void XxcclBackend::ThrowIfGroupFailed(const char* op) {
@@ -243,6 +262,8 @@ c10::DeviceIndex XxcclBackend::CheckTensors(const char* op, const std::vector<st
 
 XxnpuStream XxcclBackend::CommStream(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!shut_down_, "xxccl: this process group was destroyed (dist.destroy_process_group); "
+              "create a new group for further collectives");
   if (!comm_.has_value()) {
     // A stream of its own (not from the pool users draw from), high priority as NCCL's,
     // so communication is not queued behind unrelated user work.

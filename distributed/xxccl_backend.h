@@ -53,7 +53,12 @@ class XxcclBackend : public c10d::Backend {
   XxcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                c10::intrusive_ptr<c10d::Backend> host, std::chrono::milliseconds timeout,
                bool shared_memory = false);
+  // Shuts down (below) if that has not happened yet.
   ~XxcclBackend() override;
+  // dist.destroy_process_group(): lets queued collectives finish, then destroys the comm
+  // stream (its device thread) and unmaps the shared-memory segment. Later collectives
+  // raise. Idempotent.
+  void shutdown() override;
 
   const std::string getBackendName() const override { return "xxccl"; }
   // "shm+gloo" when reductions go through shared memory, else "gloo".
@@ -168,6 +173,7 @@ class XxcclBackend : public c10d::Backend {
   std::mutex mu_;
   std::optional<XxnpuStream> comm_;  // created on the group's device at first use
   std::shared_ptr<EventPool> events_;  // of the comm stream's device
+  bool shut_down_ = false;
   bool coalescing_ = false;
   std::vector<PendingP2P> pending_p2p_;
 };

@@ -13,6 +13,7 @@
 
 #include "device/clock.h"
 #include "device/runtime.h"
+#include "profiler/markers.h"
 
 namespace xxnpu::profiler {
 namespace {
@@ -70,6 +71,8 @@ void XxnpuActivityProfilerSession::start() {
   if (started_) return;
   // Records from before this capture (an earlier session, warmup steps) are not ours.
   ActivityClear();
+  // Earlier captures' records were converted: their marker names can go.
+  MarkerNewCapture();
   enabled_by_us_.clear();
   for (ActivityKind kind : KindsFor()) {
     if (ActivityEnabled(kind)) continue;  // someone else's: leave it on at stop

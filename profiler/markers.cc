@@ -1,8 +1,10 @@
 #include "profiler/markers.h"
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "device/activity_trace.h"
@@ -12,17 +14,51 @@
 namespace xxnpu {
 namespace {
 
-// Activity records keep `const char*` names for the life of the process: intern them.
-// Marker names are few and repeat (op names, user labels), so the set stays small.
+// Activity records carry `const char*` names, which must stay valid until the capture's
+// records have been converted. Names used to be interned for the life of the process, so
+// `range(f"step {i}")` grew memory without bound (issue 21). Now:
+//   - a name is interned only when a record is written (a marker while kMarker is being
+//     recorded), never for ranges or marks outside a capture;
+//   - names live in generations: MarkerNewCapture (at every capture's start) frees the
+//     generation before the previous one, so a name stays valid through the capture it was
+//     interned for and the one after (a marker racing a capture's start is safe);
+//   - one generation holds at most kMaxGenerationBytes of names; beyond, records carry
+//     kOverflowName (a capture with that many distinct names has no use for them).
+constexpr size_t kMaxGenerationBytes = size_t{16} << 20;
+constexpr char kOverflowName[] =
+    "xxnpu marker (name not kept: over 16 MiB of distinct marker names in this capture)";
+
+struct Generation {
+  std::unordered_set<std::string> names;
+  size_t bytes = 0;
+};
+
+struct NameTable {
+  std::mutex mu;
+  std::unique_ptr<Generation> current = std::make_unique<Generation>();
+  std::unique_ptr<Generation> previous = std::make_unique<Generation>();
+};
+
+NameTable& Table() {
+  static auto* table = new NameTable();
+  return *table;
+}
+
 const char* Intern(std::string_view name) {
-  static auto* mu = new std::mutex();
-  static auto* names = new std::unordered_set<std::string>();
-  std::lock_guard<std::mutex> lock(*mu);
-  return names->emplace(name).first->c_str();
+  NameTable& t = Table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  // A name of the previous generation is still valid for this capture.
+  if (auto it = t.previous->names.find(std::string(name)); it != t.previous->names.end()) return it->c_str();
+  Generation& g = *t.current;
+  auto it = g.names.find(std::string(name));
+  if (it != g.names.end()) return it->c_str();
+  if (g.bytes + name.size() + 1 > kMaxGenerationBytes) return kOverflowName;
+  g.bytes += name.size() + 1;
+  return g.names.emplace(name).first->c_str();
 }
 
 struct OpenRange {
-  const char* name;
+  std::string name;  // owned: interned only if the range is recorded when it closes
   int64_t start_ns;
 };
 thread_local std::vector<OpenRange> t_ranges;
@@ -44,15 +80,15 @@ void Emit(const char* name, int64_t start, int64_t end, uint8_t subkind) {
 }  // namespace
 
 int MarkerRangePush(std::string_view name) {
-  t_ranges.push_back({Intern(name), NowNs()});
+  t_ranges.push_back({std::string(name), NowNs()});
   return static_cast<int>(t_ranges.size()) - 1;
 }
 
 int MarkerRangePop() {
   if (t_ranges.empty()) return -1;
-  const OpenRange r = t_ranges.back();
+  OpenRange r = std::move(t_ranges.back());
   t_ranges.pop_back();
-  if (ActivityEnabled(ActivityKind::kMarker)) Emit(r.name, r.start_ns, NowNs(), 0);
+  if (ActivityEnabled(ActivityKind::kMarker)) Emit(Intern(r.name), r.start_ns, NowNs(), 0);
   return static_cast<int>(t_ranges.size());
 }
 
@@ -60,6 +96,24 @@ void MarkerMark(std::string_view name) {
   if (!ActivityEnabled(ActivityKind::kMarker)) return;
   const int64_t now = NowNs();
   Emit(Intern(name), now, now, 1);
+}
+
+void MarkerNewCapture() {
+  NameTable& t = Table();
+  std::unique_ptr<Generation> expired;
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    expired = std::move(t.previous);
+    t.previous = std::move(t.current);
+    t.current = std::make_unique<Generation>();
+  }
+  // `expired` is freed here, outside the lock.
+}
+
+size_t MarkerInternedBytes() {
+  NameTable& t = Table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.current->bytes + t.previous->bytes;
 }
 
 }  // namespace xxnpu

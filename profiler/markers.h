@@ -5,6 +5,7 @@
 #ifndef TORCH_XXNPU_PROFILER_MARKERS_H_
 #define TORCH_XXNPU_PROFILER_MARKERS_H_
 
+#include <cstddef>
 #include <string_view>
 
 namespace xxnpu {
@@ -16,6 +17,14 @@ int MarkerRangePush(std::string_view name);
 int MarkerRangePop();
 // An instant marker.
 void MarkerMark(std::string_view name);
+
+// Records keep marker names by pointer. A profiler calls this when a capture starts: names
+// interned for captures before the previous one are freed (their records must have been
+// converted by then). Without it names are still bounded (16 MiB per generation; beyond,
+// records get a fixed placeholder name).
+void MarkerNewCapture();
+// Bytes of marker names held (for tests and diagnostics).
+size_t MarkerInternedBytes();
 
 }  // namespace xxnpu
 

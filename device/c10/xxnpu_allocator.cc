@@ -17,8 +17,13 @@ namespace {
 
 constexpr int kMaxDevices = 16;
 
-std::array<std::unique_ptr<CachingAllocator>, kMaxDevices>& Allocators() {
-  static auto* allocators = new std::array<std::unique_ptr<CachingAllocator>, kMaxDevices>();
+// One allocator per device, created at the device's first use and never destroyed
+// (tensors may be freed during static destruction). Atomic pointers: the per-op paths
+// read them without a lock while another thread may be creating one (issue 21: a plain
+// unique_ptr read raced with its creation). The release store publishes a fully built
+// allocator to every acquire load that sees the pointer.
+std::array<std::atomic<CachingAllocator*>, kMaxDevices>& Allocators() {
+  static auto* allocators = new std::array<std::atomic<CachingAllocator*>, kMaxDevices>();
   return *allocators;
 }
 std::atomic<AllocationContextRecorder> g_context_recorder{nullptr};
@@ -31,11 +36,16 @@ std::mutex& CreateMutex() {
 // The allocator of a device index known to be valid (the current device, or where a block
 // of ours lives): the per-op paths skip ResolveDeviceIndex's checks.
 CachingAllocator& AllocatorOf(c10::DeviceIndex device) {
-  auto& slot = Allocators()[device];
-  if (CachingAllocator* a = slot.get()) return *a;
+  std::atomic<CachingAllocator*>& slot = Allocators()[device];
+  if (CachingAllocator* a = slot.load(std::memory_order_acquire)) return *a;
+  // Creation is serialised so that racing first uses build one allocator, not two.
   std::lock_guard<std::mutex> lock(CreateMutex());
-  if (!slot) slot = std::make_unique<CachingAllocator>(std::make_unique<RuntimeAllocatorBackend>(device));
-  return *slot;
+  CachingAllocator* a = slot.load(std::memory_order_relaxed);
+  if (a == nullptr) {
+    a = new CachingAllocator(std::make_unique<RuntimeAllocatorBackend>(device));
+    slot.store(a, std::memory_order_release);
+  }
+  return *a;
 }
 
 void ReportToProfiler(CachingAllocator& a, void* ptr, int64_t delta, c10::DeviceIndex device) {
@@ -88,8 +98,7 @@ CachingAllocator& XxnpuDeviceAllocator::ForDevice(c10::DeviceIndex device) {
 }
 
 bool XxnpuDeviceAllocator::HasDevice(c10::DeviceIndex device) const {
-  std::lock_guard<std::mutex> lock(CreateMutex());
-  return device >= 0 && device < kMaxDevices && Allocators()[device] != nullptr;
+  return device >= 0 && device < kMaxDevices && Allocators()[device].load(std::memory_order_acquire) != nullptr;
 }
 
 c10::DataPtr XxnpuDeviceAllocator::allocate(size_t bytes) {

@@ -51,6 +51,24 @@ struct DeviceState {
 
 std::string PtrStr(const void* p) { return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p))); }
 
+// Stream handles: the StreamImpl's address with its life (StreamImpl::life) in the top 16
+// bits, which user-space addresses leave zero on x86-64 and AArch64. A recycled object
+// comes back under a new handle, so a stale handle never names its successor (issue 21);
+// an object is retired for good before its life would wrap. A first life (0) keeps the
+// plain address, as default streams always do.
+static_assert(sizeof(uintptr_t) == 8, "stream handles keep a generation in the address's top bits");
+constexpr int kLifeShift = 48;
+constexpr uintptr_t kAddressMask = (uintptr_t{1} << kLifeShift) - 1;
+constexpr uint32_t kMaxLife = 0xFFFF;
+
+xxnpuStream_t StreamHandle(StreamImpl* s) {
+  return reinterpret_cast<xxnpuStream_t>(reinterpret_cast<uintptr_t>(s) |
+                                         (uintptr_t{s->life.load(std::memory_order_relaxed)} << kLifeShift));
+}
+
+// Whether the object can carry a life in its handle (its address fits below the tag).
+bool Taggable(const StreamImpl* s) { return (reinterpret_cast<uintptr_t>(s) & ~kAddressMask) == 0; }
+
 class Runtime {
  public:
   // Never destroyed: device threads may still be running when static destructors run.
@@ -91,7 +109,11 @@ class Runtime {
         free_streams_.pop_back();
       }
     }
-    if (s == nullptr) s = new StreamImpl();
+    if (s == nullptr) {
+      s = new StreamImpl();
+    } else {
+      s->life.store(s->life.load() + 1);  // before `alive`: see ResolveStream
+    }
     s->device = device;
     s->priority = priority;
     s->is_default = is_default;
@@ -118,7 +140,13 @@ class Runtime {
     s->Shutdown();
     s->Reset();
     std::lock_guard<std::mutex> lock(handles_mu_);
-    free_streams_.push_back(s);
+    // An object whose handle cannot take another life is kept out of reuse for good (one
+    // object per 65535 lives: nothing).
+    if (Taggable(s) && s->life.load() < kMaxLife) {
+      free_streams_.push_back(s);
+    } else {
+      retired_streams_.push_back(s);
+    }
   }
 
   EventImpl* NewEvent(int device, unsigned flags) {
@@ -228,6 +256,7 @@ class Runtime {
   std::atomic<int> next_stream_id_{0};
   std::mutex handles_mu_;
   std::vector<StreamImpl*> free_streams_;
+  std::vector<StreamImpl*> retired_streams_;  // never reused (see RetireStream)
   std::vector<EventImpl*> free_events_;
   std::vector<EventImpl*> live_events_;
 };
@@ -239,14 +268,18 @@ class Runtime {
 
 absl::StatusOr<StreamImpl*> ResolveStream(Runtime& rt, xxnpuStream_t stream, const char* api) {
   if (stream == nullptr) return rt.device(t_current_device).default_stream;
-  if (stream->magic != kStreamMagic) {
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(stream);
+  auto* s = reinterpret_cast<StreamImpl*>(bits & kAddressMask);
+  if (s->magic != kStreamMagic) {
     return absl::InvalidArgumentError(absl::StrCat(api, ": ", PtrStr(stream), " is not an xxnpu stream"));
   }
-  if (!stream->alive.load(std::memory_order_acquire)) {
+  // `life` is advanced before `alive` is set on reuse: a handle of the previous life sees
+  // either the object dead or its life moved on.
+  if (!s->alive.load(std::memory_order_acquire) || s->life.load(std::memory_order_acquire) != (bits >> kLifeShift)) {
     return absl::FailedPreconditionError(
         absl::StrCat(api, ": stream ", PtrStr(stream), " was destroyed (xxnpuStreamDestroy or device reset)"));
   }
-  return stream;
+  return s;
 }
 
 absl::StatusOr<EventImpl*> ResolveEvent(xxnpuEvent_t event, const char* api) {
@@ -512,7 +545,7 @@ absl::StatusOr<xxnpuStream_t> xxnpuStreamCreate(int priority) {
   XXNPU_RUNTIME(rt);
   // Clamp into [high, low] = [-1, 0], as cudaStreamCreateWithPriority does.
   priority = std::min(0, std::max(-1, priority));
-  return rt.NewStream(t_current_device, priority, /*is_default=*/false);
+  return StreamHandle(rt.NewStream(t_current_device, priority, /*is_default=*/false));
 }
 
 absl::Status xxnpuStreamDestroy(xxnpuStream_t stream) {
@@ -581,7 +614,7 @@ absl::StatusOr<int> xxnpuStreamGetDevice(xxnpuStream_t stream) {
 absl::StatusOr<xxnpuStream_t> xxnpuDeviceGetDefaultStream(int device) {
   XXNPU_RUNTIME(rt);
   XXNPU_RETURN_IF_ERROR(rt.CheckDevice(device, "xxnpuDeviceGetDefaultStream"));
-  return rt.device(device).default_stream;
+  return StreamHandle(rt.device(device).default_stream);
 }
 
 absl::StatusOr<int> xxnpuStreamGetPriority(xxnpuStream_t stream) {

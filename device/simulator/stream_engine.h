@@ -93,6 +93,10 @@ struct EventImpl {
 struct StreamImpl {
   uint32_t magic = kStreamMagic;
   std::atomic<bool> alive{true};
+  // Which life of this object the current stream is: objects are recycled, and a handle
+  // names one life (runtime.cc, StreamHandle), so a destroyed stream's handle is refused
+  // instead of acting on the stream that reused the object.
+  std::atomic<uint32_t> life{0};
   int device = 0;
   int priority = 0;
   int id = 0;

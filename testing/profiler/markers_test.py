@@ -149,6 +149,37 @@ def test_markers_outside_a_capture_are_dropped(tmp_path):
     assert names == {"during"}
 
 
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_distinct_marker_names_outside_a_capture_do_not_grow_memory():
+    # Issue 21: every range's name was interned for the life of the process, so a loop
+    # with range(f"step {i}") grew without bound (here ~100 MB for 100k 1 KB names).
+    pad = "x" * 1000
+    for i in range(2000):  # the allocator's own pools reach their steady state first
+        with torch.xxnpu.markers.range(f"warm {i} {pad}"):
+            pass
+    before = _rss_bytes()
+    for i in range(100_000):
+        with torch.xxnpu.markers.range(f"step {i} {pad}"):
+            torch.xxnpu.markers.mark(f"mark {i} {pad}")
+    grown = _rss_bytes() - before
+    assert grown < (16 << 20), f"100k distinct marker names grew the process by {grown >> 20} MiB"
+
+
+def test_marker_names_of_successive_captures_stay_right(tmp_path):
+    # Names are released a capture later (torch_xxnpu's name generations): every trace of
+    # a run of captures shows its own names, never a freed or a later capture's.
+    for k in range(4):
+        with profile(activities=ACTIVITIES) as prof:
+            with torch.xxnpu.markers.range(f"capture {k} range"):
+                torch.xxnpu.markers.mark(f"capture {k} mark")
+        names = {e["name"] for e in _markers(_trace(prof, tmp_path, f"trace{k}.json"))}
+        assert names == {f"capture {k} range", f"capture {k} mark"}
+
+
 def test_range_opened_before_the_capture_is_clipped_to_its_start(tmp_path):
     torch.xxnpu.markers.range_push("outer")
     with profile(activities=ACTIVITIES) as prof:
