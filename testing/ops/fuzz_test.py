@@ -17,7 +17,7 @@ REGRESSIONS = os.path.join(HERE, "fuzz_regressions.json")
 
 def test_bounded_fuzz_run_has_no_new_finding(tmp_path):
     report = tmp_path / "fuzz.json"
-    proc = run_python_module(tmp_path, "torch_xxnpu.testing.fuzz", "--seed", "0", "--max-examples", "8",
+    proc = run_python_module(tmp_path, "torch_xxnpu.testing.fuzz", "--seed", "0", "--max-examples", "6",
                              "--max-findings-per-op", "3", "--shrink-budget", "60", "--seconds", "600",
                              "--known-failures", KNOWN, "--regressions", REGRESSIONS, "--json", str(report), "-q",
                              timeout=840)
@@ -29,7 +29,7 @@ def test_bounded_fuzz_run_has_no_new_finding(tmp_path):
     assert proc.returncode == 0 and not new, f"new findings (not in fuzz_known_failures.json): {new}"
     # It really fuzzed: every native op family, thousands of cases.
     assert doc["meta"]["ops"] >= 150, doc["meta"]
-    assert doc["meta"]["cases"] >= 800, doc["meta"]
+    assert doc["meta"]["cases"] >= 600, doc["meta"]
     for op in ("add", "gather", "index_select", "sort", "xxnpu::rms_norm", "xxnpu::paged_attention"):
         assert sum(doc["ops"][op].values()) > 0, op
 

@@ -9,7 +9,7 @@ import platform
 import shlex
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from torch_xxnpu.testing.fuzz.spec import (FINDING_KINDS, KnownFailures, from_token, signature, token)
 

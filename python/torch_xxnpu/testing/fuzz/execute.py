@@ -1,8 +1,7 @@
 """Inside a worker: a case spec made into tensors (the same values on the CPU and on
 xxnpu, strides and all), the op run on both, and the outcome classified."""
-import itertools
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from torch_xxnpu.testing.opcheck.compare import compare
 from torch_xxnpu.testing.opcheck.runner import _upcast_match, short_exc
@@ -240,10 +239,8 @@ class Executor:
                 raise NotApplicable("no tensor argument")
             k = spec["leaf"] % nleaves
             where = spec["device"]
-            keep = {}
             dev = _map_leaves(dev, lambda i, t: copy_to(t, where) if i == k else t)
             note = f"tensor {k} ({'0-d' if leaves[k].dim() == 0 else tuple(leaves[k].shape)}) on {where}"
-            del keep
 
         call, outs = self._caller(case, spec, cpu, dev)
         built = Built(cpu, dev, call, outs, base.output_process_fn_grad, note)
