@@ -4,6 +4,7 @@ crash or a hang, and a warm spare takes over at once (starting one costs 10-20 s
 and the OpInfo database)."""
 import json
 import os
+import re
 import selectors
 import subprocess
 import sys
@@ -18,6 +19,12 @@ def worker_main(argv) -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    # A fatal signal is written to the log at once: a worker that segfaults but takes long
+    # to die (its exit can stall behind the device's threads) is still reported as a crash,
+    # with the Python stack of the kernel call.
+    import faulthandler
+
+    faulthandler.enable(file=sys.stderr)
     from torch_xxnpu.testing.opcheck.worker import setup_process
 
     imports = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--import"]
@@ -102,7 +109,7 @@ class CaseRunner:
         deadline = time.monotonic() + self.start_timeout
         while not p.ready:
             line = self._readline(p, deadline)
-            if line is None:
+            if not line:
                 raise RuntimeError(f"fuzz worker did not start (exit {p.proc.poll()}):\n{p.log_tail(4000)}")
             if json.loads(line).get("ready"):
                 p.ready = True
@@ -113,7 +120,7 @@ class CaseRunner:
 
     @staticmethod
     def _readline(p: _Proc, deadline) -> Optional[str]:
-        """A line from the worker, or None if it died or the deadline passed."""
+        """A line from the worker; "" if it closed its end (it died); None if the deadline passed."""
         fd = p.proc.stdout.fileno()
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
@@ -125,7 +132,7 @@ class CaseRunner:
                 if sel.select(timeout=min(left, 1.0)):
                     chunk = os.read(fd, 1 << 16)
                     if not chunk:
-                        return None
+                        return ""
                     p.pending += chunk
             line, _, p.pending = p.pending.partition(b"\n")
             return line.decode("utf-8", "replace")
@@ -144,7 +151,7 @@ class CaseRunner:
         p.proc.stdin.write(json.dumps({"targets": {"ops": ops, "probes": probes, "dtypes": dtypes}}) + "\n")
         p.proc.stdin.flush()
         line = self._readline(p, time.monotonic() + self.start_timeout)
-        if line is None:
+        if not line:
             raise RuntimeError(f"fuzz worker died listing the ops:\n{p.log_tail(4000)}")
         return json.loads(line)["result"]
 
@@ -159,16 +166,29 @@ class CaseRunner:
         phase = "build"
         while True:
             line = self._readline(p, deadline)
-            if line is None:
-                dead = p.proc.poll() is not None
-                code = p.proc.wait() if dead else None
-                tail = p.log_tail()
+            if not line:
+                code = p.proc.poll()
+                if line == "" and code is None:
+                    # Its end of the pipe closed: it is dying. Exiting can take a while (the
+                    # device's threads), and is not a hang.
+                    try:
+                        code = p.proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                dead = code is not None
+                full = p.log_tail(200000)
+                tail = full[-1500:]
                 self._replace()
                 if dead:
                     how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                     kind = "crash" if phase == "xxnpu" else "reference-crash"
                     return {"kind": kind, "detail": f"the worker died ({how}) while running the {phase} side",
                             "log_tail": tail, "cpu": "?", "xxnpu": "?"}
+                fatal = re.search(r"Fatal Python error: (\w[\w ]*)", full)
+                if fatal:  # it was dying, not hanging
+                    kind = "crash" if phase == "xxnpu" else "reference-crash"
+                    return {"kind": kind, "detail": f"the worker died ({fatal.group(1).strip()}) while running the "
+                            f"{phase} side", "log_tail": tail, "cpu": "?", "xxnpu": "?"}
                 kind = "hang" if phase == "xxnpu" else "reference-crash"
                 return {"kind": kind, "detail": f"no result within {self.timeout:g}s on the {phase} side; "
                         "the worker was killed", "log_tail": tail, "cpu": "?", "xxnpu": "?"}
