@@ -25,8 +25,13 @@ def test_bounded_fuzz_run_has_no_new_finding(tmp_path):
     print(proc.stderr[-5000:])
     assert report.exists(), "the fuzzer wrote no report"
     doc = json.loads(report.read_text())
-    new = [f["signature"] for f in doc["findings"] if not f["known"]]
-    assert proc.returncode == 0 and not new, f"new findings (not in fuzz_known_failures.json): {new}"
+    new = [f for f in doc["findings"] if not f["known"]]
+    for f in new:  # what to fix, or to add to the known failures with a reason
+        ex = f["minimal"] or f["first"]
+        print(f"NEW {f['signature']}: {ex['result'].get('detail')}\n  cpu {ex['result'].get('cpu')}\n"
+              f"  xxnpu {ex['result'].get('xxnpu')}\n  python -m torch_xxnpu.testing.fuzz --replay {ex['token']}")
+    assert proc.returncode == 0 and not new, \
+        f"new findings (not in fuzz_known_failures.json): {[f['signature'] for f in new]}"
     # It really fuzzed: every native op family, thousands of cases.
     assert doc["meta"]["ops"] >= 150, doc["meta"]
     assert doc["meta"]["cases"] >= 600, doc["meta"]
