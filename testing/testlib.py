@@ -23,16 +23,21 @@ def example_script(name):
     pytest.fail(f"examples/{name} not found in {candidates}")
 
 
-def run_opcheck(tmp_path, *args, timeout=600):
-    """`python -m torch_xxnpu.testing.opcheck --no-progress ARGS` in tmp_path, with the
-    package under test importable."""
+def run_python_module(tmp_path, module, *args, timeout=600):
+    """`python -m MODULE ARGS` in tmp_path, with the package under test importable."""
     import torch_xxnpu
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(torch_xxnpu.__file__)),
                                                      env.get("PYTHONPATH", "")] if p)
-    return subprocess.run([sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--no-progress", *args],
+    return subprocess.run([sys.executable, "-m", module, *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_opcheck(tmp_path, *args, timeout=600):
+    """`python -m torch_xxnpu.testing.opcheck --no-progress ARGS` in tmp_path, with the
+    package under test importable."""
+    return run_python_module(tmp_path, "torch_xxnpu.testing.opcheck", "--no-progress", *args, timeout=timeout)
 
 
 def opcheck_rows(path):

@@ -14,7 +14,9 @@ APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms libabsl-dev libgt
 # it imports is listed here, pinned: pandas 2.x (HTA 0.5.0 fails on pandas 3: int8 columns
 # it writes wider values into, DataFrame.drop(axis=, columns=), chained in-place fillna),
 # plotly, networkx (critical path), psutil, PyYAML.
-PIP_PACKAGES=(torch==2.13.0 pytest numpy expecttest==0.3.0
+# hypothesis: the differential fuzzer (python -m torch_xxnpu.testing.fuzz, //testing/ops:fuzz_test);
+# test-only like the rest: the wheel's runtime dependency stays torch alone.
+PIP_PACKAGES=(torch==2.13.0 pytest numpy expecttest==0.3.0 hypothesis==6.155.2
               pandas==2.3.3 plotly==7.1.0 networkx==3.6.1 psutil==7.2.2 PyYAML==6.0.3)
 PIP_NODEPS_PACKAGES=(holistictraceanalysis==0.5.0)
 PYTHON="${PYTHON:-python3}"
