@@ -101,8 +101,8 @@ at::Tensor& IndexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& i
           // The CPU's rule: no negative indices.
           const int64_t i = ip[j];
           if (i < 0 || i >= out_dim) {
-            return absl::OutOfRangeError("index_add(): index " + std::to_string(i) +
-                                         " is out of bounds for dimension with size " + std::to_string(out_dim));
+            return absl::OutOfRangeError("index_add: index " + std::to_string(i) + " is out of range for dimension "
+                                         "size " + std::to_string(out_dim));
           }
           scalar_t* dst = op + (o * out_dim + i) * inner;
           const scalar_t* s = sp + (o * n + j) * inner;

@@ -124,8 +124,7 @@ at::Tensor& LerpScalarOut(const at::Tensor& self, const at::Tensor& end, const a
               " for `end` but got dtype ", end.scalar_type());
   if (IsComplex(self)) return FallbackFor<at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
   const c10::DeviceGuard guard(out.device());
-  // The CPU's lerp meta: a default TensorIterator, so every operand (out too) has one dtype.
-  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(end).build();
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, end);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_lerp", AT_WRAP([&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const opmath_t w = weight.to<opmath_t>();
@@ -141,6 +140,8 @@ at::Tensor& LerpTensorOut(const at::Tensor& self, const at::Tensor& end, const a
               " for `weight` but got dtype ", weight.scalar_type());
   if (IsComplex(self)) return FallbackFor<at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
   const c10::DeviceGuard guard(out.device());
+  // The CPU's lerp.Tensor meta: a default TensorIterator, so every operand (out too) has
+  // one dtype ("Found dtype Double but expected Float"); lerp.Scalar casts into out.
   auto iter = at::TensorIteratorConfig()
                   .add_output(out)
                   .add_const_input(self)

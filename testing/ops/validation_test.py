@@ -166,7 +166,7 @@ def test_out_of_range_index_raises_the_cpus_class(op):
     fault). The stream works afterwards."""
     with pytest.raises((IndexError, RuntimeError)) as cpu:
         BAD_INDEX[op]("cpu")
-    with pytest.raises(cpu.type, match=r"kernel 'xxnpu::.*out of bounds") as xx:
+    with pytest.raises(cpu.type, match=r"kernel 'xxnpu::.*out of (bounds|range)") as xx:
         BAD_INDEX[op](DEV).cpu()
     assert issubclass(xx.type, cpu.type), (xx.type, cpu.type)
     assert torch.ones(2, device=DEV).sum().item() == 2.0
