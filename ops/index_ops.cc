@@ -11,7 +11,17 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/cat_meta.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/gather_meta.h>
+#include <ATen/ops/scatter_add_meta.h>
+#include <ATen/ops/scatter_meta.h>
+#include <ATen/ops/sort_meta.h>
+#include <ATen/ops/topk_meta.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -30,6 +40,7 @@
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
+#include "ops/out_checks.h"
 #include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
@@ -87,9 +98,17 @@ at::Tensor LongIndexOn(const at::Tensor& index, const at::Tensor& like) {
   return index.to(like.device(), at::kLong).contiguous();
 }
 
-absl::Status IndexError(int64_t i, int64_t size, const char* what) {
-  return absl::OutOfRangeError(std::string(what) + ": index " + std::to_string(i) + " is out of bounds for size " +
-                               std::to_string(size));
+// An out-of-range index found by a kernel: the kernel stops before touching memory and
+// fails the stream; the error comes from the next synchronizing call as the class the CPU
+// raises for the op: IndexError (IndexOutOfRange) for index, index_put_ and
+// index_select, RuntimeError (torch.AcceleratorError) for gather and scatter.
+// `negatives` says whether the op accepts [-size, size).
+absl::Status BadIndex(int64_t i, int64_t size, const char* what, bool negatives, bool index_error) {
+  std::string message = std::string(what) + "(): index " + std::to_string(i) +
+                        " is out of bounds for dimension with size " + std::to_string(size) +
+                        " (expected an index in [" + std::to_string(negatives ? -size : 0) + ", " +
+                        std::to_string(size) + "))";
+  return index_error ? IndexOutOfRange(std::move(message)) : absl::OutOfRangeError(message);
 }
 
 #define XXNPU_INDEX_TYPES AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16
@@ -99,6 +118,8 @@ absl::Status IndexError(int64_t i, int64_t size, const char* what) {
 
 at::Tensor& CatOut(const at::ITensorListRef& tensors_ref, int64_t dim, at::Tensor& out) {
   const auto tensors = tensors_ref.materialize();
+  for (const at::Tensor& t : tensors) CheckSameDevice("cat", "tensors", t, out.device());
+  CheckOutWithMeta<at::meta::structured_cat>(out, tensors_ref, dim);
   TORCH_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
   // Legacy rule: 1-D empty tensors are skipped whatever the other shapes.
   const at::Tensor* ref = nullptr;
@@ -155,6 +176,9 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
               "type, got ", self.scalar_type(), " and ", out.scalar_type());
   CheckSameDevice("index_select", "index", index, self.device());
   CheckSameDevice("index_select", "out", out, self.device());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor src = self.dim() == 0 ? self.view({1}) : self.contiguous();
@@ -177,9 +201,8 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
               static_cast<uint64_t>(2 * target.nbytes()), [=](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t o = r / n, j = r % n;
-      int64_t i = ip[j];
-      if (i < -src_dim || i >= src_dim) return IndexError(i, src_dim, "index_select");
-      if (i < 0) i += src_dim;
+      const int64_t i = ip[j];
+      if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "index_select", false, true);
       std::memcpy(op + r * row_bytes, sp + (o * src_dim + i) * row_bytes, row_bytes);
     }
     return absl::OkStatus();
@@ -210,7 +233,10 @@ void CheckGatherScatter(const char* op, const at::Tensor& self, int64_t dim, con
   }
 }
 
-at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool, at::Tensor& out) {
+at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                      at::Tensor& out) {
+  CheckSameDevice("gather", "index", index, self.device());
+  CheckOutWithMeta<at::meta::structured_gather>(out, self, dim, index, sparse_grad);
   dim = at::maybe_wrap_dim(dim, self.dim());
   CheckGatherScatter("gather", self, dim, index);
   const c10::DeviceGuard guard(self.device());
@@ -230,7 +256,7 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
                 [=](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
         const int64_t i = ip[ig.Offset(e)];
-        if (i < 0 || i >= src_dim) return IndexError(i, src_dim, "gather");
+        if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "gather", false, false);
         // The element of self at e's coordinates with coordinate `dim` replaced by i.
         int64_t rest = e, soff = 0;
         for (size_t d = ig.sizes.size(); d-- > 0;) {
@@ -266,7 +292,7 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
                 [=](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
         const int64_t i = ip[ig.Offset(e)];
-        if (i < 0 || i >= dst_dim) return IndexError(i, dst_dim, "scatter");
+        if (i < 0 || i >= dst_dim) return BadIndex(i, dst_dim, "scatter", false, false);
         int64_t rest = e, doff = 0;
         for (size_t d = ig.sizes.size(); d-- > 0;) {
           const int64_t c = rest % ig.sizes[d];
@@ -307,14 +333,22 @@ at::Tensor& ScatterCommon(const char* name, const at::Tensor& self, int64_t dim,
 
 at::Tensor& ScatterSrcOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           at::Tensor& out) {
+  CheckSameDevice("scatter", "index", index, self.device());
+  CheckSameDevice("scatter", "src", src, self.device());
+  CheckOutWithMeta<at::meta::structured_scatter_src>(out, self, dim, index, src);
   return ScatterCommon("xxnpu::scatter", self, dim, index, src, std::nullopt, false, out);
 }
 at::Tensor& ScatterValueOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
                             at::Tensor& out) {
+  CheckSameDevice("scatter", "index", index, self.device());
+  CheckOutWithMeta<at::meta::structured_scatter_value>(out, self, dim, index, value);
   return ScatterCommon("xxnpu::scatter", self, dim, index, at::Tensor(), value, false, out);
 }
 at::Tensor& ScatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                           at::Tensor& out) {
+  CheckSameDevice("scatter_add", "index", index, self.device());
+  CheckSameDevice("scatter_add", "src", src, self.device());
+  CheckOutWithMeta<at::meta::structured_scatter_add>(out, self, dim, index, src);
   return ScatterCommon("xxnpu::scatter_add", self, dim, index, src, std::nullopt, true, out);
 }
 
@@ -417,7 +451,7 @@ struct AdvancedWalk {
     }
     for (size_t k = 0; k < idx.size(); ++k) {
       int64_t i = idx[k][b];
-      if (i < -idx_sizes[k] || i >= idx_sizes[k]) return IndexError(i, idx_sizes[k], "index");
+      if (i < -idx_sizes[k] || i >= idx_sizes[k]) return BadIndex(i, idx_sizes[k], "index", true, true);
       if (i < 0) i += idx_sizes[k];
       off += i * idx_strides[k];
     }
@@ -447,9 +481,12 @@ AdvancedWalk MakeWalk(const AdvancedIndex& ai) {
 at::Tensor& IndexOut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   const c10::DeviceGuard guard(self.device());
   const AdvancedIndex ai = MakeAdvancedIndex(self, indices);
-  at::native::resize_output(out, ai.result_shape);
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (", self.scalar_type(), ") and result (",
-              out.scalar_type(), ") must have the same scalar type");
+  ResizeOut(out, ai.result_shape, {}, self.options());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  for (const std::optional<at::Tensor>& i : indices) {
+    if (i.has_value() && i->defined()) at::assert_no_overlap(out, *i);
+  }
   if (out.numel() == 0) return out;
   at::Tensor target = out.is_contiguous() ? out : at::empty(ai.result_shape, out.options());
   const AdvancedWalk w = MakeWalk(ai);
@@ -475,6 +512,14 @@ at::Tensor& IndexOut(const at::Tensor& self, const c10::List<std::optional<at::T
 
 at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                          const at::Tensor& values, bool accumulate, bool) {
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes "
+              "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  // A 0-dim value on the CPU is a scalar (as on the CPU and CUDA); other values must be here.
+  if (values.dim() > 0) CheckSameDevice("index_put_", "values", values, self.device());
+  at::assert_no_overlap(self, values);
+  for (const std::optional<at::Tensor>& i : indices) {
+    if (i.has_value() && i->defined()) at::assert_no_overlap(self, *i);
+  }
   const c10::DeviceGuard guard(self.device());
   const AdvancedIndex ai = MakeAdvancedIndex(self, indices);
   const AdvancedWalk w = MakeWalk(ai);
@@ -517,6 +562,9 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
 at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got ",
               out.scalar_type());
+  CheckOutDevice(out, self.device());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
   const c10::DeviceGuard guard(self.device());
   const at::Tensor flags = self.ne(0).contiguous();  // bool, native
   const int64_t count = flags.sum().item<int64_t>();
@@ -559,6 +607,10 @@ at::Tensor Nonzero(const at::Tensor& self) {
 at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  CheckOutDevice(out, self.device());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
   const c10::DeviceGuard guard(self.device());
   const at::Tensor mask_here = mask.to(self.device());
   auto expanded = at::expand_outplace(self, mask_here);
@@ -597,7 +649,11 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 
 template <bool kLower>
 at::Tensor& TriOut(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
-  TORCH_CHECK(self.dim() >= 2, kLower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  if constexpr (kLower) {
+    CheckOutWithMeta<at::meta::structured_tril>(out, self, diagonal);
+  } else {
+    CheckOutWithMeta<at::meta::structured_triu>(out, self, diagonal);
+  }
   const c10::DeviceGuard guard(self.device());
   const at::Tensor src = self.contiguous();
   at::native::resize_output(out, self.sizes());
@@ -741,6 +797,7 @@ Rows RowsOf(const at::Tensor& t, int64_t dim) {
 at::Tensor& CumsumOut(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   const at::ScalarType t = dtype ? *dtype : out.scalar_type();
   if (at::isComplexType(t) || t == at::kBool) return FallbackFor<at::_ops::cumsum_out>::call(self, dim, dtype, out);
+  CheckOutWithMeta<at::meta::structured_cumsum>(out, self, dim, dtype);
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor src = self.to(t).contiguous();
@@ -826,6 +883,7 @@ std::tuple<at::Tensor&, at::Tensor&> SortOut(const at::Tensor& self, std::option
   if (at::isComplexType(self.scalar_type())) {
     return FallbackFor<at::_ops::sort_values_stable>::call(self, stable, dim, descending, values, indices);
   }
+  CheckOutsWithMeta<at::meta::structured_sort_stable>(values, indices, self, stable, dim, descending);
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor src = self.contiguous();
@@ -839,11 +897,12 @@ std::tuple<at::Tensor&, at::Tensor&> SortOut(const at::Tensor& self, std::option
   return {values, indices};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> TopkOut(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool,
+std::tuple<at::Tensor&, at::Tensor&> TopkOut(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
                                              at::Tensor& values, at::Tensor& indices) {
   if (at::isComplexType(self.scalar_type())) {
     return FallbackFor<at::_ops::topk_values>::call(self, k, dim, largest, true, values, indices);
   }
+  CheckOutsWithMeta<at::meta::structured_topk>(values, indices, self, k, dim, largest, sorted);
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.dim() == 0 ? 1 : self.size(dim);

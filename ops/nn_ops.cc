@@ -8,6 +8,10 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_log_softmax_backward_data_meta.h>
+#include <ATen/ops/_log_softmax_meta.h>
+#include <ATen/ops/_softmax_backward_data_meta.h>
+#include <ATen/ops/_softmax_meta.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -24,6 +28,8 @@
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
+#include "ops/out_checks.h"
+#include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
 namespace {
@@ -79,6 +85,11 @@ at::Tensor& SoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float, 
   if (!at::isFloatingType(self.scalar_type())) {
     return kLog ? FallbackFor<at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out)
                 : FallbackFor<at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
+  }
+  if constexpr (kLog) {
+    CheckOutWithMeta<at::meta::structured__log_softmax>(out, self, dim, half_to_float);
+  } else {
+    CheckOutWithMeta<at::meta::structured__softmax>(out, self, dim, half_to_float);
   }
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -138,6 +149,15 @@ at::Tensor& SoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& output,
   if (!at::isFloatingType(output.scalar_type())) {
     return kLog ? FallbackFor<at::_ops::_log_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input)
                 : FallbackFor<at::_ops::_softmax_backward_data_out>::call(grad, output, dim, input_dtype, grad_input);
+  }
+  CheckSameDevice(name, "grad_output", grad, output.device());
+  // The CPU kernel reads grad_output as output's dtype (its data_ptr check).
+  TORCH_CHECK(grad.scalar_type() == output.scalar_type(), "expected scalar type ", output.scalar_type(),
+              " but found ", grad.scalar_type());
+  if constexpr (kLog) {
+    CheckOutWithMeta<at::meta::structured__log_softmax_backward_data>(grad_input, grad, output, dim, input_dtype);
+  } else {
+    CheckOutWithMeta<at::meta::structured__softmax_backward_data>(grad_input, grad, output, dim, input_dtype);
   }
   const c10::DeviceGuard guard(output.device());
   dim = at::maybe_wrap_dim(dim, output.dim());
@@ -395,7 +415,7 @@ std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const 
           if (per_sample) op[i] = scalar_t(0);
           continue;
         }
-        if (cls < 0 || cls >= c) return absl::OutOfRangeError("nll_loss: Target " + std::to_string(cls) +
+        if (cls < 0 || cls >= c) return IndexOutOfRange("nll_loss: Target " + std::to_string(cls) +
                                                               " is out of bounds.");
         const acc_t wv = wp ? static_cast<acc_t>(wp[cls]) : acc_t(1);
         const acc_t loss = -static_cast<acc_t>(xp[i * c + cls]) * wv;
@@ -441,7 +461,7 @@ at::Tensor NllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
       for (int64_t i = begin; i < end; ++i) {
         const int64_t cls = tp[i];
         if (cls == ignore_index) continue;
-        if (cls < 0 || cls >= c) return absl::OutOfRangeError("nll_loss_backward: Target " + std::to_string(cls) +
+        if (cls < 0 || cls >= c) return IndexOutOfRange("nll_loss_backward: Target " + std::to_string(cls) +
                                                               " is out of bounds.");
         const acc_t wv = wp ? static_cast<acc_t>(wp[cls]) : acc_t(1);
         const acc_t gv = per_sample ? static_cast<acc_t>(gp[i]) : static_cast<acc_t>(gp[0]);

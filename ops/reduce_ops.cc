@@ -12,6 +12,13 @@
 #include <ATen/OpMathType.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/amax_meta.h>
+#include <ATen/ops/amin_meta.h>
+#include <ATen/ops/argmax_meta.h>
+#include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
+#include <ATen/ops/max_meta.h>
+#include <ATen/ops/min_meta.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>
@@ -28,6 +35,7 @@
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
+#include "ops/out_checks.h"
 #include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
@@ -502,9 +510,11 @@ at::Tensor Prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
 template <bool kMax>
 at::Tensor& AmaxOut(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   const char* name = kMax ? "xxnpu::amax" : "xxnpu::amin";
-  CheckSameDevice(name, "out", out, self.device());
-  TORCH_CHECK(self.scalar_type() == out.scalar_type(), name, "(): Expected the dtype for input and out to match, but got ",
-              self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
+  if constexpr (kMax) {
+    CheckOutWithMeta<at::meta::structured_amax>(out, self, dim, keepdim);
+  } else {
+    CheckOutWithMeta<at::meta::structured_amin>(out, self, dim, keepdim);
+  }
   if (at::isComplexType(self.scalar_type())) {
     TORCH_CHECK(false, name, "(): not implemented for complex tensors");
   }
@@ -551,16 +561,22 @@ void ArgReduce(const char* name, const at::Tensor& self, std::optional<int64_t> 
 template <bool kMax>
 std::tuple<at::Tensor&, at::Tensor&> MaxDimOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                                                at::Tensor& indices) {
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "expected values dtype ", self.scalar_type(), " but got ",
-              values.scalar_type());
-  TORCH_CHECK(indices.scalar_type() == at::kLong, "expected indices dtype int64 but got ", indices.scalar_type());
+  if constexpr (kMax) {
+    CheckOutsWithMeta<at::meta::structured_max_dim>(values, indices, self, dim, keepdim);
+  } else {
+    CheckOutsWithMeta<at::meta::structured_min_dim>(values, indices, self, dim, keepdim);
+  }
   ArgReduce<kMax>(kMax ? "xxnpu::max" : "xxnpu::min", self, dim, keepdim, &values, indices);
   return {values, indices};
 }
 
 template <bool kMax>
 at::Tensor& ArgmaxOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
-  TORCH_CHECK(out.scalar_type() == at::kLong, "argmax/argmin expects an int64 out tensor, got ", out.scalar_type());
+  if constexpr (kMax) {
+    CheckOutWithMeta<at::meta::structured_argmax>(out, self, dim, keepdim);
+  } else {
+    CheckOutWithMeta<at::meta::structured_argmin>(out, self, dim, keepdim);
+  }
   ArgReduce<kMax>(kMax ? "xxnpu::argmax" : "xxnpu::argmin", self, dim, keepdim, nullptr, out);
   return out;
 }
@@ -577,7 +593,14 @@ at::Tensor MaxAll(const at::Tensor& self) {
 template <bool kMax>
 at::Tensor& MaxAllOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(self.numel() > 0, kMax ? "max" : "min", "(): Expected reduction dim to be specified for input.numel() == 0.");
-  return AmaxOut<kMax>(self, {}, false, out);
+  // As the CPU's max_unary_out: same device, any dtype the input casts to.
+  CheckOutDevice(out, self.device());
+  CheckCastsToOut(self.scalar_type(), out);
+  if (out.scalar_type() == self.scalar_type()) return AmaxOut<kMax>(self, {}, false, out);
+  at::native::resize_output(out, {});
+  at::Tensor value = at::empty({}, self.options());
+  out.copy_(AmaxOut<kMax>(self, {}, false, value));
+  return out;
 }
 
 // var / std (and with the mean).
@@ -586,6 +609,17 @@ void VarStd(const char* name, const at::Tensor& self, at::OptionalIntArrayRef di
             at::Tensor* mean_out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, ": only supports floating-point dtypes, got ",
               self.scalar_type());
+  CheckOutDevice(out, self.device());
+  CheckCastsToOut(self.scalar_type(), out);
+  if (mean_out != nullptr) CheckOutDevice(*mean_out, self.device());
+  if (out.scalar_type() != self.scalar_type()) {
+    // The kernel writes the input's dtype: compute into one, then cast into out.
+    at::Tensor value = at::empty({0}, self.options());
+    VarStd(name, self, dim, correction, keepdim, take_sqrt, value, mean_out);
+    at::native::resize_output(out, value.sizes());
+    out.copy_(value);
+    return;
+  }
   const c10::DeviceGuard guard(self.device());
   const auto mask = ReduceMask(self, dim);
   at::Tensor view = PrepareOut(out, self, mask, keepdim);
@@ -656,6 +690,7 @@ at::Tensor& VectorNormOut(const at::Tensor& self, const at::Scalar& ord, at::Opt
   if (at::isComplexType(self.scalar_type()) || !at::isFloatingType(t)) {
     return FallbackFor<at::_ops::linalg_vector_norm_out>::call(self, ord, dim, keepdim, dtype, out);
   }
+  CheckOutWithMeta<at::meta::structured_linalg_vector_norm>(out, self, ord, dim, keepdim, dtype);
   const double p = ord.toDouble();
   const auto mask = ReduceMask(self, dim);
   if (p < 0 || std::isinf(p)) CheckNonEmpty(self, mask, "linalg.vector_norm");

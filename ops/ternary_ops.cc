@@ -140,7 +140,14 @@ at::Tensor& LerpTensorOut(const at::Tensor& self, const at::Tensor& end, const a
               " for `weight` but got dtype ", weight.scalar_type());
   if (IsComplex(self)) return FallbackFor<at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
   const c10::DeviceGuard guard(out.device());
-  auto iter = TernaryIter(out, self, end, weight);
+  // The CPU's lerp.Tensor meta: a default TensorIterator, so every operand (out too) has
+  // one dtype ("Found dtype Double but expected Float"); lerp.Scalar casts into out.
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(end)
+                  .add_const_input(weight)
+                  .build();
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_lerp", AT_WRAP([&] {
     using opmath_t = at::opmath_type<scalar_t>;
     LaunchNary<scalar_t, 3>("xxnpu::lerp", iter, [](opmath_t a, opmath_t b, opmath_t w) { return Lerp(a, b, w); }, 3);
@@ -154,6 +161,8 @@ at::Tensor& WhereOut(const at::Tensor& condition, const at::Tensor& self, const 
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               condition.scalar_type());
   const at::ScalarType dtype = at::result_type(self, other);
+  // The CPU's where.self_out: out must have the promoted type (no casting into out).
+  TORCH_CHECK(out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ", out.scalar_type());
   if (at::isComplexType(dtype)) return FallbackFor<at::_ops::where_self_out>::call(condition, self, other, out);
   const at::Tensor& like = self.device().is_privateuseone() ? self : other;
   const c10::DeviceGuard guard(like.device());

@@ -27,9 +27,13 @@ bool IsComplex(const at::Tensor& t) { return t.defined() && at::isComplexType(t.
 
 // A float function (exp, sin, ...): integer inputs are computed in float (unary_float_op).
 template <typename F>
-at::Tensor& FloatUnaryOut(const char* name, const at::Tensor& self, at::Tensor& out, F f, uint64_t flops = 1) {
+at::Tensor& FloatUnaryOut(const char* name, const at::Tensor& self, at::Tensor& out, F f, uint64_t flops = 1,
+                          bool promote_to_float = true) {
   const c10::DeviceGuard guard(out.device());
-  auto iter = at::TensorIterator::unary_float_op(out, self);
+  // The iterator the CPU's meta function builds: unary_float_op (integers promote, out
+  // may be any dtype the result casts to) for exp-like ops, unary_op (out must have the
+  // input's dtype) for frac, silu, gelu.
+  auto iter = promote_to_float ? at::TensorIterator::unary_float_op(out, self) : at::TensorIterator::unary_op(out, self);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_float_unary", AT_WRAP([&] {
     LaunchUnary<scalar_t>(name, iter, f, flops);
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
@@ -195,7 +199,7 @@ at::Tensor Isnan(const at::Tensor& self) {
 at::Tensor& FracOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "frac is only implemented for floating types, got ",
               self.scalar_type());
-  return FloatUnaryOut("xxnpu::frac", self, out, [](auto x) -> decltype(x) { return x - std::trunc(x); });
+  return FloatUnaryOut("xxnpu::frac", self, out, [](auto x) -> decltype(x) { return x - std::trunc(x); }, 1, false);
 }
 
 at::Tensor& BitwiseNotOut(const at::Tensor& self, at::Tensor& out) {
@@ -245,7 +249,7 @@ at::Tensor& ReluInplace(at::Tensor& self) { return ReluOut(self, self); }
 
 at::Tensor& SiluOut(const at::Tensor& self, at::Tensor& out) {
   if (IsComplex(self)) return FallbackFor<at::_ops::silu_out>::call(self, out);
-  return FloatUnaryOut("xxnpu::silu", self, out, [](auto x) -> decltype(x) { return x / (1 + std::exp(-x)); }, 4);
+  return FloatUnaryOut("xxnpu::silu", self, out, [](auto x) -> decltype(x) { return x / (1 + std::exp(-x)); }, 4, false);
 }
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
@@ -259,12 +263,12 @@ at::Tensor& GeluOut(const at::Tensor& self, c10::string_view approximate, at::Te
       using T = decltype(x);
       const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
       return T(0.5) * x * (T(1) + std::tanh(inner));
-    }, 8);
+    }, 8, false);
   }
   return FloatUnaryOut("xxnpu::gelu", self, out, [](auto x) -> decltype(x) {
     using T = decltype(x);
     return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
-  }, 5);
+  }, 5, false);
 }
 
 at::Tensor& LeakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {

@@ -1,12 +1,24 @@
 #include "device/c10/torch_status.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace xxnpu {
 
+namespace {
+constexpr char kIndexErrorPayload[] = "xxnpu/index_error";
+}  // namespace
+
+absl::Status IndexOutOfRange(std::string message) {
+  absl::Status s = absl::OutOfRangeError(std::move(message));
+  s.SetPayload(kIndexErrorPayload, absl::Cord());
+  return s;
+}
+
 void ThrowStatus(const absl::Status& status, const char* context) {
   const std::string msg =
       context ? absl::StrCat(context, ": ", status.message()) : std::string(status.message());
+  if (status.GetPayload(kIndexErrorPayload).has_value()) TORCH_CHECK_INDEX(false, msg);
   switch (status.code()) {
     case absl::StatusCode::kResourceExhausted:
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);

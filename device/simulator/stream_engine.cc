@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "device/activity_trace.h"
 #include "device/clock.h"
 #include "device/runtime.h"
@@ -443,6 +445,9 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
       if (!s.ok()) {
         *failure = absl::Status(s.code(), absl::StrCat("kernel '", cmd.config.name, "' failed on xxnpu:",
                                                        device, " stream ", id, ": ", s.message()));
+        // Payloads say what kind of fault it was (an out-of-range index is an IndexError
+        // to torch): they travel with the sticky error.
+        s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { failure->SetPayload(url, payload); });
       }
       // The body (and what it captured) is destroyed by the host: see Enqueue.
       return;
