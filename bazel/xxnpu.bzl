@@ -70,17 +70,33 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
         **kwargs
     )
 
+# The TSan build (--config=tsan) and its suppressions (each entry says why). Labels, so
+# they name this repository's targets when the macro is called from another workspace.
+TSAN_BUILD = Label("//bazel:tsan_build")
+TSAN_SUPPRESSIONS = Label("//tools:tsan.supp")
+
 def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, **kwargs):
     """A GoogleTest test. `size` is required so every test states its budget.
 
     `driver = False` leaves out the selected runtime driver (tests of the simulator itself
     link it directly; tests that never call the runtime need none).
+
+    In the TSan build the test reads tools/tsan.supp (a runfile, so editing it reruns
+    the tests) and stops at the first report.
     """
     native.cc_test(
         name = name,
         size = size,
         deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
+        data = select({
+            str(TSAN_BUILD): [TSAN_SUPPRESSIONS],
+            "//conditions:default": [],
+        }),
+        env = select({
+            str(TSAN_BUILD): {"TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1:suppressions=$(rootpath %s)" % str(TSAN_SUPPRESSIONS)},
+            "//conditions:default": {},
+        }),
         **kwargs
     )
 
