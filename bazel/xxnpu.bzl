@@ -75,18 +75,20 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
 TSAN_BUILD = Label("//bazel:tsan_build")
 TSAN_SUPPRESSIONS = Label("//tools:tsan.supp")
 
-def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, **kwargs):
+def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, tags = [], **kwargs):
     """A GoogleTest test. `size` is required so every test states its budget.
 
     `driver = False` leaves out the selected runtime driver (tests of the simulator itself
     link it directly; tests that never call the runtime need none).
 
     In the TSan build the test reads tools/tsan.supp (a runfile, so editing it reruns
-    the tests) and stops at the first report.
+    the tests) and stops at the first report. A test that links libtorch is tagged
+    `libtorch`: tools/test.sh's UBSan phase leaves those out (docs/testing.md, "Cost").
     """
     native.cc_test(
         name = name,
         size = size,
+        tags = tags + (["libtorch"] if torch or kineto else []),
         deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
         data = select({
