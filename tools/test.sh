@@ -17,14 +17,16 @@ phase "AddressSanitizer: every C++ test, and the Python kernel tests of testing/
   "(xxnpu_py_test(asan = True)) with libasan preloaded into python"
 bazel test --config=ci --config=asan //...
 phase_done
-# Without the tests that link libtorch (tagged `libtorch`): they need all of //ops built
-# a third time, instrumented, which the 60-minute budget has no room for
-# (docs/testing.md, "Cost"); ASan and TSan run them.
+# UBSan and TSan run the torch-free tests only (not those tagged `libtorch`): the libtorch
+# tests need all of //ops built once more per sanitizer, instrumented, which the 60-minute
+# budget has no room for (docs/testing.md, "Cost"); ASan runs them.
 phase "UndefinedBehaviorSanitizer: the torch-free tests of //device/... and //distributed/..."
 bazel test --config=ci --config=ubsan --build_tests_only \
   --test_tag_filters=-no_sanitizer,-no_ubsan,-benchmark,-libtorch //device/... //distributed/...
 phase_done
-phase "ThreadSanitizer: //device/... and //distributed/... (suppressions: tools/tsan.supp)"
-bazel test --config=ci --config=tsan //device/... //distributed/...
+phase "ThreadSanitizer: the torch-free tests of //device/... and //distributed/..." \
+  "(suppressions: tools/tsan.supp)"
+bazel test --config=ci --config=tsan --build_tests_only \
+  --test_tag_filters=-no_sanitizer,-no_tsan,-benchmark,-libtorch //device/... //distributed/...
 phase_done
 echo "[test] all passed in $(( $(date +%s) - start )) s"
