@@ -70,17 +70,35 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
         **kwargs
     )
 
-def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, **kwargs):
+# The TSan build (--config=tsan) and its suppressions (each entry says why). Labels, so
+# they name this repository's targets when the macro is called from another workspace.
+TSAN_BUILD = Label("//bazel:tsan_build")
+TSAN_SUPPRESSIONS = Label("//tools:tsan.supp")
+
+def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, tags = [], **kwargs):
     """A GoogleTest test. `size` is required so every test states its budget.
 
     `driver = False` leaves out the selected runtime driver (tests of the simulator itself
     link it directly; tests that never call the runtime need none).
+
+    In the TSan build the test reads tools/tsan.supp (a runfile, so editing it reruns
+    the tests) and stops at the first report. A test that links libtorch is tagged
+    `libtorch`: tools/test.sh's UBSan phase leaves those out (docs/testing.md, "Cost").
     """
     native.cc_test(
         name = name,
         size = size,
+        tags = tags + (["libtorch"] if torch or kineto else []),
         deps = deps + _torch_deps(torch, kineto) + [GTEST_MAIN if gtest_main else GTEST] + _driver_deps(driver),
         copts = XXNPU_COPTS + copts,
+        data = select({
+            str(TSAN_BUILD): [TSAN_SUPPRESSIONS],
+            "//conditions:default": [],
+        }),
+        env = select({
+            str(TSAN_BUILD): {"TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1:suppressions=$(rootpath %s)" % str(TSAN_SUPPRESSIONS)},
+            "//conditions:default": {},
+        }),
         **kwargs
     )
 
@@ -124,17 +142,44 @@ def xxnpu_py_extension(name, deps = [], linkopts = [], tags = [], **kwargs):
         **kwargs
     )
 
-def xxnpu_py_test(name, size, srcs, deps = [], tags = [], **kwargs):
-    """A pytest file run by the torch Python. Tagged no_sanitizer: the extension cannot be
-    loaded into an uninstrumented interpreter when built with a sanitizer."""
+# The ASan build (--config=asan) and the runtime its Python tests preload. Labels, so
+# they name this repository's targets when the macro is called from another workspace.
+ASAN_BUILD = Label("//bazel:asan_build")
+ASAN_RUNTIME = Label("//bazel:asan_runtime")
+
+def xxnpu_py_test(name, size, srcs, deps = [], tags = [], data = [], asan = False, **kwargs):
+    """A pytest file run by the torch Python.
+
+    By default tagged no_sanitizer: under a sanitizer the extension module is instrumented,
+    and an instrumented library cannot be loaded into the plain interpreter.
+
+    `asan = True` also runs the test in the ASan build (--config=asan, docs/testing.md
+    "Sanitizers"): there _C.so and every library in it are built with -fsanitize=address,
+    and testing/pytest_main.py re-executes the interpreter with the compiler's libasan
+    preloaded (XXNPU_ASAN_RUNTIME names the file holding its path) and leak detection off
+    (CPython and torch leave memory allocated at exit on purpose). Tagged no_ubsan and
+    no_tsan: those builds have no such preload.
+    """
+    if asan:
+        tags = tags + ["no_ubsan", "no_tsan"]
+        data = data + [ASAN_RUNTIME]
+        env = select({
+            str(ASAN_BUILD): {"XXNPU_ASAN_RUNTIME": "$(rootpath %s)" % str(ASAN_RUNTIME)},
+            "//conditions:default": {},
+        })
+    else:
+        tags = tags + ["no_sanitizer"]
+        env = {}
     native.py_test(
         name = name,
         size = size,
         srcs = srcs + ["//testing:pytest_main.py"],
         main = "//testing:pytest_main.py",
         args = ["$(location %s)" % srcs[0]],
+        data = data,
         deps = deps,
-        tags = tags + ["no_sanitizer"],
+        env = env,
+        tags = tags,
         python_version = "PY3",
         **kwargs
     )
