@@ -147,7 +147,7 @@ def xxnpu_py_extension(name, deps = [], linkopts = [], tags = [], **kwargs):
 ASAN_BUILD = Label("//bazel:asan_build")
 ASAN_RUNTIME = Label("//bazel:asan_runtime")
 
-def xxnpu_py_test(name, size, srcs, deps = [], tags = [], data = [], asan = False, **kwargs):
+def xxnpu_py_test(name, size, srcs, deps = [], tags = [], data = [], env = {}, asan = False, **kwargs):
     """A pytest file run by the torch Python.
 
     By default tagged no_sanitizer: under a sanitizer the extension module is instrumented,
@@ -159,17 +159,20 @@ def xxnpu_py_test(name, size, srcs, deps = [], tags = [], data = [], asan = Fals
     preloaded (XXNPU_ASAN_RUNTIME names the file holding its path) and leak detection off
     (CPython and torch leave memory allocated at exit on purpose). Tagged no_ubsan and
     no_tsan: those builds have no such preload.
+
+    `env`: a plain dict of the test's own variables, kept in every build.
     """
     if asan:
         tags = tags + ["no_ubsan", "no_tsan"]
         data = data + [ASAN_RUNTIME]
+        asan_env = dict(env)
+        asan_env["XXNPU_ASAN_RUNTIME"] = "$(rootpath %s)" % str(ASAN_RUNTIME)
         env = select({
-            str(ASAN_BUILD): {"XXNPU_ASAN_RUNTIME": "$(rootpath %s)" % str(ASAN_RUNTIME)},
-            "//conditions:default": {},
+            str(ASAN_BUILD): asan_env,
+            "//conditions:default": env,
         })
     else:
         tags = tags + ["no_sanitizer"]
-        env = {}
     native.py_test(
         name = name,
         size = size,

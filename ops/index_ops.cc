@@ -607,6 +607,9 @@ at::Tensor Nonzero(const at::Tensor& self) {
 at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  // The dispatcher comes here when any operand is on xxnpu. A CPU mask is moved to the
+  // device below, but a CPU self would be read as device memory (the fuzzer's crash).
+  if (!self.device().is_privateuseone()) CheckSameDevice("masked_select", "self", self, mask.device());
   CheckOutDevice(out, self.device());
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);

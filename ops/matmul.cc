@@ -12,6 +12,7 @@
 // back (accumulation in float32, as CUDA's cuBLAS does by default).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -215,6 +216,16 @@ void Baddbmm3d(const char* name, const at::Tensor& self, const at::Tensor& a, co
   if (!direct) out.copy_(target);
 }
 
+// An operand that out= overlaps, copied first. The out= kernels resize `out` before the
+// device reads the operands, so an operand that is (part of) `out` could change shape or
+// storage under the kernel, which then reads past it (XXNPU_MEMCHECK caught baddbmm doing
+// so). Reading a copy gives the un-aliased result; the CPU's own result for such a call is
+// undefined, or an error once its resize changed the operand's shape.
+at::Tensor CopyIfOverlapsOut(const at::Tensor& operand, const at::Tensor& out) {
+  if (!operand.defined() || at::get_overlap_status(out, operand) == at::MemOverlapStatus::No) return operand;
+  return operand.clone();
+}
+
 at::Tensor& MmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   TORCH_CHECK(self.dim() == 2, "self must be a matrix");
   TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix");
@@ -222,9 +233,10 @@ at::Tensor& MmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& ou
               self.size(1), " and ", mat2.size(0), "x", mat2.size(1), ")");
   if (!BlasDtype(self.scalar_type())) return FallbackFor<at::_ops::mm_out>::call(self, mat2, out);
   CheckMatmulOperands("mm", self, mat2, out);
-  at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  const at::Tensor a = CopyIfOverlapsOut(self, out), b = CopyIfOverlapsOut(mat2, out);
+  at::native::resize_output(out, {a.size(0), b.size(1)});
   at::Tensor out3 = out.unsqueeze(0);
-  Baddbmm3d("xxnpu::mm", at::Tensor(), self.unsqueeze(0), mat2.unsqueeze(0), 0.0, 1.0, out3);
+  Baddbmm3d("xxnpu::mm", at::Tensor(), a.unsqueeze(0), b.unsqueeze(0), 0.0, 1.0, out3);
   return out;
 }
 
@@ -236,7 +248,7 @@ at::Tensor& BmmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
               "] but got: [", mat2.size(0), ", ", mat2.size(1), "].");
   if (!BlasDtype(self.scalar_type())) return FallbackFor<at::_ops::bmm_out>::call(self, mat2, out);
   CheckMatmulOperands("bmm", self, mat2, out);
-  Baddbmm3d("xxnpu::bmm", at::Tensor(), self, mat2, 0.0, 1.0, out);
+  Baddbmm3d("xxnpu::bmm", at::Tensor(), CopyIfOverlapsOut(self, out), CopyIfOverlapsOut(mat2, out), 0.0, 1.0, out);
   return out;
 }
 
@@ -249,11 +261,12 @@ at::Tensor& AddmmOut(const at::Tensor& self, const at::Tensor& mat1, const at::T
   if (!BlasDtype(mat1.scalar_type())) return FallbackFor<at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
   CheckMatmulOperands("addmm", mat1, mat2, out);
   CheckSameDevice("addmm", "self", self, out.device());
-  at::native::resize_output(out, {mat1.size(0), mat2.size(1)});
+  const at::Tensor a = CopyIfOverlapsOut(mat1, out), b = CopyIfOverlapsOut(mat2, out);
+  at::native::resize_output(out, {a.size(0), b.size(1)});
   at::Tensor out3 = out.unsqueeze(0);
-  const at::Tensor self2 = self.dim() <= 2 ? self.expand({mat1.size(0), mat2.size(1)}) : self;
-  Baddbmm3d("xxnpu::addmm", self2.unsqueeze(0), mat1.unsqueeze(0), mat2.unsqueeze(0), beta.toDouble(),
-            alpha.toDouble(), out3);
+  const at::Tensor self2 = self.dim() <= 2 ? self.expand({a.size(0), b.size(1)}) : self;
+  Baddbmm3d("xxnpu::addmm", self2.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), beta.toDouble(), alpha.toDouble(),
+            out3);
   return out;
 }
 
@@ -265,7 +278,8 @@ at::Tensor& BaddbmmOut(const at::Tensor& self, const at::Tensor& b1, const at::T
   if (!BlasDtype(b1.scalar_type())) return FallbackFor<at::_ops::baddbmm_out>::call(self, b1, b2, beta, alpha, out);
   CheckMatmulOperands("baddbmm", b1, b2, out);
   CheckSameDevice("baddbmm", "self", self, out.device());
-  Baddbmm3d("xxnpu::baddbmm", self, b1, b2, beta.toDouble(), alpha.toDouble(), out);
+  Baddbmm3d("xxnpu::baddbmm", self, CopyIfOverlapsOut(b1, out), CopyIfOverlapsOut(b2, out), beta.toDouble(),
+            alpha.toDouble(), out);
   return out;
 }
 
@@ -278,11 +292,12 @@ at::Tensor& AddmvOut(const at::Tensor& self, const at::Tensor& mat, const at::Te
   if (!BlasDtype(mat.scalar_type())) return FallbackFor<at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
   CheckMatmulOperands("addmv", mat, vec, out);
   CheckSameDevice("addmv", "self", self, out.device());
-  at::native::resize_output(out, {mat.size(0)});
-  at::Tensor out3 = out.view({1, mat.size(0), 1});
-  const at::Tensor self3 = self.expand({mat.size(0)}).view({1, mat.size(0), 1});
-  Baddbmm3d("xxnpu::addmv", self3, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(2), beta.toDouble(),
-            alpha.toDouble(), out3);
+  const at::Tensor m = CopyIfOverlapsOut(mat, out), v = CopyIfOverlapsOut(vec, out);
+  at::native::resize_output(out, {m.size(0)});
+  at::Tensor out3 = out.view({1, m.size(0), 1});
+  const at::Tensor self3 = self.expand({m.size(0)}).view({1, m.size(0), 1});
+  Baddbmm3d("xxnpu::addmv", self3, m.unsqueeze(0), v.unsqueeze(0).unsqueeze(2), beta.toDouble(), alpha.toDouble(),
+            out3);
   return out;
 }
 

@@ -182,6 +182,17 @@ def test_gather_out_on_the_cpu_is_a_device_error():
     assert torch.equal(out, torch.full((4, 4), 7.0)), "the CPU out was written"
 
 
+def test_masked_select_with_a_cpu_self_and_an_xxnpu_mask_is_a_device_error():
+    # Found by the fuzzer: the xxnpu kernel read the CPU self as device memory (abort).
+    x = _rand(4, 4)
+    mask = (torch.arange(16).reshape(4, 4) % 3 == 0).to(DEV)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.masked_select(x, mask)
+    # A CPU mask with an xxnpu self is moved to the device, as before.
+    got = torch.masked_select(x.to(DEV), mask.cpu())
+    assert torch.equal(got.cpu(), torch.masked_select(x, mask.cpu()))
+
+
 # ---------------------------------------------------------------------------------------
 # The sweep.
 
