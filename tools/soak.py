@@ -10,8 +10,10 @@ repeat a cycle until the time is up:
     collectives      all_reduce (async, its input dropped before the wait), all_gather,
                      broadcast, values checked
     empty_cache      right after the async all_reduce (the hang issue 21 reported)
-    profiler         every few cycles, a torch.profiler capture with the device timeline
-                     and markers named per cycle; the device kernels must be in it
+    profiler         every --profile-every cycles, a torch.profiler capture with the device
+                     timeline and a marker named per cycle; the device kernels must be in it
+                     (not every cycle: torch's profiler itself keeps ~14 KB of host memory per
+                     capture, CPU-only captures included, which would swamp the comparison)
     OOM              an allocation past the device's capacity: torch.OutOfMemoryError,
                      then the device is used again
     kernel fault     torch.ops.xxnpu._debug_fail_kernel: the error surfaces at the next
@@ -66,7 +68,7 @@ def _sample(torch):
 class Workload:
     """One rank's cycle. Everything it checks raises AssertionError on a wrong answer."""
 
-    def __init__(self, rank, torch, dist):
+    def __init__(self, rank, torch, dist, profile_every):
         import torch.nn as nn
 
         sys.path.insert(0, os.path.join(REPO, "examples"))
@@ -80,6 +82,7 @@ class Workload:
         self.sched = llama.Schedule(cfg, [7, 12], 8, 2)
         self.model = llama.Model(cfg, llama.make_weights(cfg, 0), self.dev, torch.float32)
         self.reference_tokens = None
+        self.profile_every = profile_every
 
         torch.manual_seed(0)
         mlp = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256)).to(self.dev)
@@ -165,7 +168,7 @@ class Workload:
         self.decode()
         self.train()
         self.collectives()
-        if i % 5 == 0:
+        if i % self.profile_every == 0:
             self.profile(i)
         if i % 10 == 0:
             self.oom()
@@ -173,7 +176,7 @@ class Workload:
         self.torch.xxnpu.synchronize()
 
 
-def _rank_main(rank, store_path, seconds, results):
+def _rank_main(rank, store_path, seconds, profile_every, results):
     os.environ.update({"XXNPU_COMPUTE_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
     try:
         import warnings
@@ -187,11 +190,14 @@ def _rank_main(rank, store_path, seconds, results):
         torch.xxnpu.set_device(0)
         store = dist.FileStore(store_path, WORLD)
         dist.init_process_group("xxccl", store=store, rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
-        work = Workload(rank, torch, dist)
+        work = Workload(rank, torch, dist, profile_every)
         results.put(("transport", rank, dist.group.WORLD._get_backend(work.dev)._transport))
         deadline = time.monotonic() + seconds
+        parent = os.getppid()
         i = 0
         while True:
+            if os.getppid() != parent:  # the watchdog is gone (killed): do not run on orphaned
+                os._exit(1)
             t0 = time.monotonic()
             work.cycle(i)
             # Both ranks run the same number of cycles (collectives must pair up).
@@ -227,6 +233,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--warmup-minutes", type=float, default=2.0)
+    p.add_argument("--profile-every", type=int, default=50, help="cycles between profiler captures")
     p.add_argument("--hang-seconds", type=float, default=180.0, help="a rank silent this long is a hang")
     p.add_argument("--rss-slack-mb", type=float, default=32.0, help="allowed RSS growth per rank")
     p.add_argument("--json", metavar="PATH", help="write every sample and the verdict here")
@@ -235,7 +242,8 @@ def main(argv=None):
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     store_dir = tempfile.mkdtemp(prefix="xxnpu-soak-")
-    procs = [ctx.Process(target=_rank_main, args=(r, os.path.join(store_dir, "store"), args.minutes * 60, results))
+    procs = [ctx.Process(target=_rank_main, args=(r, os.path.join(store_dir, "store"), args.minutes * 60,
+                                                        args.profile_every, results))
              for r in range(WORLD)]
     for proc in procs:
         proc.start()
