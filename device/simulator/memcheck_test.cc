@@ -3,6 +3,7 @@
 // and the device stays usable; every other SIGSEGV still reaches the handler that was
 // installed before the runtime's.
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -157,7 +158,12 @@ TEST(MemcheckDeathTest, OtherFaultsGoToThePreviousHandler) {
   // A host thread's fault, even inside device memory's range: not a kernel's.
   char* d = static_cast<char*>(*xxnpuMalloc(100));
   EXPECT_EXIT({ *static_cast<volatile char*>(DeviceView(d) + 100) = 1; }, testing::ExitedWithCode(42), "");
-  EXPECT_EXIT({ *static_cast<volatile int*>(nullptr) = 1; }, testing::ExitedWithCode(42), "");
+  // And one outside it: an inaccessible page of our own (not a null store, which UBSan
+  // reports before the fault happens).
+  void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  EXPECT_EXIT({ *static_cast<volatile int*>(page) = 1; }, testing::ExitedWithCode(42), "");
+  munmap(page, 4096);
   ASSERT_TRUE(xxnpuFree(d).ok());
 }
 
