@@ -88,21 +88,17 @@ class CaseRunner:
 
     def __init__(self, timeout: float, start_timeout: float = 300.0, opinfo: bool = True, spare: bool = True,
                  imports=()):
-        import torch_xxnpu
+        from torch_xxnpu.testing.opcheck.pool import worker_env
 
         self.cmd = [sys.executable, "-m", "torch_xxnpu.testing.fuzz", "--worker"] + ([] if opinfo else ["--no-opinfo"])
         for m in imports:
             self.cmd += ["--import", m]
-        env = dict(os.environ)
-        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torch_xxnpu.__file__)))
-        env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-        self.env = env
+        self.env = worker_env()
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.use_spare = spare
         self.restarts = 0
-        self.cur: Optional[_Proc] = _Proc(self.cmd, env)
+        self.cur: Optional[_Proc] = _Proc(self.cmd, self.env)
         self.spare: Optional[_Proc] = None
 
     def _wait_ready(self, p: _Proc):

@@ -14,6 +14,16 @@ import torch_xxnpu
 from torch_xxnpu.testing.report import BAD, STATUSES
 
 
+def worker_env() -> Dict[str, str]:
+    """The environment of a worker subprocess (opcheck's and the fuzzer's): it imports the
+    same torch_xxnpu as this process, wherever that came from, and only through it."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torch_xxnpu.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    return env
+
+
 class _Worker:
     def __init__(self, idx, cmd, env, start_timeout):
         self.idx = idx
@@ -115,12 +125,7 @@ class WorkerPool:
 
     def __init__(self, jobs: int, timeout: float, worker_args: List[str]):
         self.cmd = [sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--worker", *worker_args]
-        env = dict(os.environ)
-        # Workers import the same torch_xxnpu as this process, wherever it came from.
-        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torch_xxnpu.__file__)))
-        env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-        self.env = env
+        self.env = worker_env()
         self.timeout = timeout
         self.start_timeout = max(300.0, timeout)
         self.sel = selectors.DefaultSelector()
