@@ -19,8 +19,17 @@ XXNPU_COPTS = [
 ]
 
 # Device kernels are the simulated hardware: they run optimised even in fastbuild, or a
-# debug build's kernels would be 30x slower than the chip they stand for.
-KERNEL_COPTS = ["-O3"]
+# debug build's kernels would be 30x slower than the chip they stand for. Not under a
+# sanitizer: there the kernels are compiled at the sanitizer configs' -O1, because -O3
+# with instrumentation and debug info doubles the compile time of a torch-including file
+# (ops/unary_ops.cc: 432 s at -O3 -g, 214 s at -O1 -g1 on the loaded 2-core machine), and
+# the ASan phase compiles all of //ops (docs/testing.md, "Cost").
+KERNEL_COPTS = select({
+    str(Label("//bazel:asan_build")): [],
+    str(Label("//bazel:tsan_build")): [],
+    str(Label("//bazel:ubsan_build")): [],
+    "//conditions:default": ["-O3"],
+})
 
 # GCC 12 at -O3 reports a false -Wstringop-overflow inside libstdc++'s atomics when torch's
 # IValue (intrusive_ptr refcounts) is inlined into a kernel file; torch builds itself with
