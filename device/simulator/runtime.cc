@@ -905,12 +905,11 @@ absl::Status EnqueueCopy(Runtime& rt, const char* api, void* dst, const void* sr
   // Pageable host memory cannot be copied behind the host's back: the call waits, as
   // CUDA's does. Pinned memory (xxnpuHostAlloc) makes the copy truly asynchronous.
   const void* host_side = kind == MemcpyKind::kHostToDevice ? src : kind == MemcpyKind::kDeviceToHost ? dst : nullptr;
-  const bool pageable = host_side != nullptr && !IsPinned(rt, host_side);
   if (CapturesUnderway()) {
     CaptureRegistry& reg = CaptureRegistry::Get();
     if (synchronous) XXNPU_RETURN_IF_ERROR(reg.CheckUnsafeCall(api));
     XXNPU_ASSIGN_OR_RETURN(bool captured, reg.CaptureNode(s, api, [&](GraphNode& node) {
-      if (pageable) {
+      if (host_side != nullptr && !IsPinned(rt, host_side)) {
         // It would run synchronously, now, not at replay (CUDA refuses it as well).
         return absl::FailedPreconditionError(
             absl::StrCat("a copy ", kind == MemcpyKind::kHostToDevice ? "from" : "to", " pageable host memory ",
@@ -925,7 +924,8 @@ absl::Status EnqueueCopy(Runtime& rt, const char* api, void* dst, const void* sr
     }));
     if (captured) return absl::OkStatus();
   }
-  const bool wait = synchronous || pageable || rt.config().launch_blocking;
+  const bool wait = synchronous || (host_side != nullptr && !IsPinned(rt, host_side)) ||
+                    rt.config().launch_blocking;
   ApiCall call(api);
   Command cmd;
   cmd.type = Command::Type::kMemcpy;
