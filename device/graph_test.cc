@@ -455,6 +455,42 @@ TEST(GraphTest, LaunchingAGraphIntoACaptureIsRefused) {
   ASSERT_OK(xxnpuStreamDestroy(s));
 }
 
+// What a kernel body owns may call the runtime when destroyed (a tensor's free reaches
+// the allocator, which records events): destroying a graph's nodes must not hold the
+// capture bookkeeping's lock. xxnpuGraphGetLiveCounts stands for any such call: it takes
+// that lock.
+struct CallsTheRuntimeWhenDestroyed {
+  explicit CallsTheRuntimeWhenDestroyed(std::atomic<int>* d) : destroyed(d) {}
+  CallsTheRuntimeWhenDestroyed(const CallsTheRuntimeWhenDestroyed&) = delete;
+  std::atomic<int>* destroyed;
+  ~CallsTheRuntimeWhenDestroyed() {
+    (void)xxnpuGraphGetLiveCounts();
+    destroyed->fetch_add(1);
+  }
+};
+
+TEST(GraphTest, NodesWhoseBodiesCallTheRuntimeWhenDestroyedAreFreedWithoutDeadlock) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  std::atomic<int> destroyed{0};
+  auto capture_one = [&] {
+    auto owner = std::make_shared<CallsTheRuntimeWhenDestroyed>(&destroyed);
+    return xxnpuLaunchKernel(Cfg("owner", 1), KernelBody([owner](BlockRange) { return absl::OkStatus(); }), s);
+  };
+  // A spoilt capture's nodes, freed by xxnpuStreamEndCapture.
+  ASSERT_OK(xxnpuStreamBeginCapture(s));
+  ASSERT_OK(capture_one());
+  EXPECT_FALSE(xxnpuStreamSynchronize(s).ok());  // invalidates
+  EXPECT_FALSE(xxnpuStreamEndCapture(s).ok());
+  EXPECT_EQ(destroyed.load(), 1);
+  // A graph's nodes, freed by xxnpuGraphDestroy.
+  ASSERT_OK(xxnpuStreamBeginCapture(s));
+  ASSERT_OK(capture_one());
+  xxnpuGraph_t graph = *xxnpuStreamEndCapture(s);
+  ASSERT_OK(xxnpuGraphDestroy(graph));
+  EXPECT_EQ(destroyed.load(), 2);
+  ASSERT_OK(xxnpuStreamDestroy(s));
+}
+
 // ---------------------------------------------------------------- capture modes
 
 TEST(GraphTest, GlobalModeForbidsOtherThreadsUnsafeCallsThreadLocalDoesNot) {

@@ -143,6 +143,9 @@ void CaptureRegistry::RemoveLocked(Capture* c) {
 }
 
 absl::StatusOr<GraphImpl*> CaptureRegistry::End(StreamImpl* s) {
+  // A failed capture's nodes are freed after the lock is released: a kernel body's
+  // destructor may call the runtime (free a tensor, record an event), which takes it.
+  std::shared_ptr<GraphData> doomed;
   std::lock_guard<std::mutex> lock(mu_);
   Capture* c = CaptureOfLocked(s);
   if (c == nullptr) {
@@ -174,6 +177,7 @@ absl::StatusOr<GraphImpl*> CaptureRegistry::End(StreamImpl* s) {
   std::shared_ptr<GraphData> graph = std::move(c->graph);
   RemoveLocked(c);
   if (!status.ok()) {
+    doomed = std::move(graph);
     return absl::FailedPreconditionError(
         absl::StrCat("xxnpuStreamEndCapture: stream capture ", id, " failed: ", status.message()));
   }
