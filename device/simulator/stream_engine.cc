@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -381,8 +382,9 @@ std::string NodeSuffix(const RecordSource& src) {
   return src.graph_id == 0 ? std::string() : absl::StrCat(" (graph ", src.graph_id, " node ", src.node_id, ")");
 }
 
-// Runs one kernel, eager or replayed, and writes its record.
-inline absl::Status RunKernel(StreamImpl& s, const LaunchConfig& config,
+// Runs one kernel, eager or replayed, and writes its record. Always inlined: the eager
+// path's code (and cost per kernel) stays what it was before graphs shared it.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const LaunchConfig& config,
                               absl::FunctionRef<absl::Status(BlockRange)> body, const RecordSource& src) {
   const int64_t start = NowNs();
   const bool parallel = config.bytes + config.flops >= config.parallel_threshold;
@@ -496,16 +498,17 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
     }
     case Command::Type::kHostFunc: {
       if (skip) return;
-      *failure = RunHostFunc(*this, cmd.host_fn, RecordSource{cmd});
+      if (absl::Status st = RunHostFunc(*this, cmd.host_fn, RecordSource{cmd}); !st.ok()) *failure = std::move(st);
       return;
     }
     case Command::Type::kKernel: {
       if (skip) return;
       // The body (and what it captured) is destroyed by the host: see Enqueue.
-      *failure = cmd.thunk != nullptr
-                     ? RunKernel(*this, cmd.config, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); },
-                                 RecordSource{cmd})
-                     : RunKernel(*this, cmd.config, cmd.body, RecordSource{cmd});
+      absl::Status st =
+          cmd.thunk != nullptr
+              ? RunKernel(*this, cmd.config, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); }, RecordSource{cmd})
+              : RunKernel(*this, cmd.config, cmd.body, RecordSource{cmd});
+      if (!st.ok()) *failure = std::move(st);
       return;
     }
     case Command::Type::kMemcpy:
