@@ -37,6 +37,8 @@ namespace {
 // The rings copy records as raw bytes and hand out storage that was never constructed.
 static_assert(std::is_trivially_copyable_v<ActivityRecord>);
 static_assert(std::is_trivially_destructible_v<ActivityRecord>);
+// Every thread's ring holds 65536 of them by default: new fields go into padding.
+static_assert(sizeof(ActivityRecord) == 136, "ActivityRecord grew");
 
 constexpr int kNumKinds = static_cast<int>(ActivityKind::kCount);
 constexpr int kNumExternalKinds = static_cast<int>(ExternalCorrelationKind::kCount);

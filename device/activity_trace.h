@@ -53,6 +53,10 @@ struct ActivityRecord {
   // For kMemcpy: MemcpyKind as an integer (see runtime.h). For kSynchronization: what was
   // waited for (SyncKind). For kMemory: 0 (kCachingAllocator records: 1).
   uint8_t subkind = 0;
+  // Device records (kKernel, kMemcpy, kMemset) of work run by a graph launch
+  // (device/graph.h): the graph's id (xxnpuGraphGetId); 0 for work not from a graph. Sits
+  // in what was padding, as does graph_node_id below.
+  uint32_t graph_id = 0;
   // Name of the kernel / API call / marker: a string that outlives the process.
   const char* name = nullptr;
   int64_t start_ns = 0;
@@ -81,6 +85,9 @@ struct ActivityRecord {
     // (wait_on_cuda_event_record_corr_id), so a trace reader can find which work the
     // waiting stream depended on.
     uint64_t wait_correlation_id;
+    // Device records with graph_id != 0: the node's id in its graph (its index in capture
+    // order, from 0, as xxnpuGraphDebugDump numbers them).
+    uint64_t graph_node_id;
   };
   // kMemory: device totals after the event (for memory timelines).
   uint64_t total_allocated = 0;

@@ -20,9 +20,11 @@
 #include "device/caching_allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/base/attributes.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -166,6 +168,7 @@ struct CachingAllocator::Block {
   size_t requested_size = 0;  // caller's bytes while active
   xxnpuStream_t stream = nullptr;
   bool small = false;         // which pool (the segment's)
+  PrivatePool* pool = nullptr;  // the segment's private pool (nullptr: the default pools)
   bool allocated = false;
   int event_count = 0;        // markers still pending after a Free
   Block* prev = nullptr;      // neighbours inside the segment, in address order
@@ -252,12 +255,13 @@ void CachingAllocator::RecycleBlockLocked(Block* block) {
   block->context_id = 0;
   block->free_context_id = 0;
   block->stream_uses.clear();
+  block->pool = nullptr;
   block->next = spare_blocks_;
   spare_blocks_ = block;
 }
 
 void CachingAllocator::PoolInsertLocked(Block* block) {
-  BlockSet& pool = PoolOf(block->small);
+  BlockSet& pool = PoolOf(block->pool, block->small);
   if (spare_nodes_.empty()) {
     block->pool_it = pool.insert(block).first;
     return;
@@ -269,7 +273,7 @@ void CachingAllocator::PoolInsertLocked(Block* block) {
 }
 
 void CachingAllocator::PoolEraseLocked(Block* block) {
-  BlockSet& pool = PoolOf(block->small);
+  BlockSet& pool = PoolOf(block->pool, block->small);
   if (spare_nodes_.size() < kMaxSpareNodes) {
     spare_nodes_.push_back(pool.extract(block->pool_it));
   } else {
@@ -283,9 +287,9 @@ bool CachingAllocator::ShouldSplitLocked(const Block* block, size_t size) const 
   return size < max_split_size_ && remaining > kSmallSize;
 }
 
-CachingAllocator::Block* CachingAllocator::FindFreeBlockLocked(bool small, xxnpuStream_t stream,
-                                                               size_t size) {
-  BlockSet& pool = PoolOf(small);
+CachingAllocator::Block* CachingAllocator::FindFreeBlockLocked(PrivatePool* private_pool, bool small,
+                                                               xxnpuStream_t stream, size_t size) {
+  BlockSet& pool = PoolOf(private_pool, small);
   const uintptr_t key_stream = reinterpret_cast<uintptr_t>(stream);
   auto it = pool.lower_bound(BlockKey{key_stream, size, 0});
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
@@ -307,8 +311,8 @@ CachingAllocator::Block* CachingAllocator::FindFreeBlockLocked(bool small, xxnpu
 
 // ------------------------------------------------------------------ segments
 
-absl::Status CachingAllocator::AllocSegmentLocked(bool small, xxnpuStream_t stream, size_t size,
-                                                  Block** out) {
+absl::Status CachingAllocator::AllocSegmentLocked(PrivatePool* pool, bool small, xxnpuStream_t stream,
+                                                  size_t size, Block** out) {
   const size_t segment_size = ExactBlocks() ? size : CachingAllocatorSegmentSize(size);
   if (fraction_set_ &&
       static_cast<size_t>(stats_.reserved_bytes[kAggregate].current) + segment_size >
@@ -327,6 +331,8 @@ absl::Status CachingAllocator::AllocSegmentLocked(bool small, xxnpuStream_t stre
   block->size = segment_size;
   block->stream = stream;
   block->small = small;
+  block->pool = pool;
+  if (pool != nullptr) ++pool->segments;
   segments_.emplace(block->addr, Segment{block, segment_size});
 
   UpdateStat(stats_.segment, small, 1);
@@ -340,15 +346,29 @@ absl::Status CachingAllocator::AllocSegmentLocked(bool small, xxnpuStream_t stre
   return absl::OkStatus();
 }
 
-void CachingAllocator::TakeCachedSegmentsLocked(std::vector<Block*>* taken) {
+void CachingAllocator::TakeCachedSegmentsLocked(std::vector<Block*>* taken, PrivatePool* only) {
   // Whole free segments leave their pool now, so nobody allocates from them while they
   // are being returned; they stay in segments_ (and snapshots) until RawFree succeeded.
-  for (BlockSet* pool : {&small_pool_, &large_pool_}) {
+  absl::InlinedVector<BlockSet*, 4> pools;
+  if (only != nullptr) {
+    pools = {&only->small_blocks, &only->large_blocks};
+  } else {
+    pools = {&small_pool_, &large_pool_};
+    // A pool a graph still uses keeps its memory: the graph's replays write to it.
+    for (auto& [id, pool] : private_pools_) {
+      if (pool->use_count == 0) {
+        pools.push_back(&pool->small_blocks);
+        pools.push_back(&pool->large_blocks);
+      }
+    }
+  }
+  const size_t first = taken->size();
+  for (BlockSet* pool : pools) {
     for (Block* b : *pool) {
       if (!b->IsSplit()) taken->push_back(b);
     }
   }
-  for (Block* b : *taken) PoolEraseLocked(b);
+  for (size_t i = first; i < taken->size(); ++i) PoolEraseLocked((*taken)[i]);
 }
 
 absl::Status CachingAllocator::ReleaseSegments(const std::vector<Block*>& taken) {
@@ -377,7 +397,20 @@ absl::Status CachingAllocator::ReleaseSegments(const std::vector<Block*>& taken)
       RecordTraceLocked(TraceAction::SEGMENT_FREE, block->addr, block->size, block->stream, 0);
     }
     segments_.erase(block->addr);
+    if (block->pool != nullptr) --block->pool->segments;
     RecycleBlockLocked(block);
+  }
+  // A released pool goes with its last segment (no block points to it any more).
+  for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+    const PrivatePool& p = *it->second;
+    const bool forget = p.use_count == 0 && p.segments == 0 &&
+                        std::none_of(allocating_.begin(), allocating_.end(),
+                                     [&p](const auto& a) { return a.first == &p; });
+    if (forget) {
+      private_pools_.erase(it++);
+    } else {
+      ++it;
+    }
   }
   return first_error;
 }
@@ -395,6 +428,7 @@ void* CachingAllocator::UseBlockLocked(Block* block, size_t size, size_t request
     rest->size = block->size - size;
     rest->stream = block->stream;
     rest->small = small;
+    rest->pool = block->pool;
     rest->prev = block;
     rest->next = block->next;
     if (block->next != nullptr) block->next->prev = rest;
@@ -564,10 +598,11 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
   }
   const size_t size = ExactBlocks() ? bytes : CachingAllocatorRoundSize(bytes);
   const bool small = size <= kSmallSize;
+  PrivatePool* pool = allocating_.empty() ? nullptr : AllocationPoolLocked(stream);
 
-  Block* block = FindFreeBlockLocked(small, stream, size);
+  Block* block = FindFreeBlockLocked(pool, small, stream, size);
   if (block == nullptr) {
-    absl::Status s = AllocSegmentLocked(small, stream, size, &block);
+    absl::Status s = AllocSegmentLocked(pool, small, stream, size, &block);
     if (absl::IsResourceExhausted(s)) {
       // Out of memory: wait for pending markers, give every fully free cached segment
       // (of both pools, all streams) back to the device and try once more. Completed
@@ -592,8 +627,10 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, xxnpuStream_t str
       lock.lock();
       if (!rel.ok()) return rel;
       ++stats_.num_alloc_retries;
-      block = FindFreeBlockLocked(small, stream, size);
-      if (block == nullptr) s = AllocSegmentLocked(small, stream, size, &block);
+      // The pools may have changed while unlocked (a capture ended or began).
+      pool = allocating_.empty() ? nullptr : AllocationPoolLocked(stream);
+      block = FindFreeBlockLocked(pool, small, stream, size);
+      if (block == nullptr) s = AllocSegmentLocked(pool, small, stream, size, &block);
       if (block == nullptr && absl::IsResourceExhausted(s)) {
         return OutOfMemoryLocked(bytes, size, ExactBlocks() ? size : CachingAllocatorSegmentSize(size), stream, s);
       }
@@ -667,7 +704,9 @@ absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
   // destroy finished kernels' captures on this thread, which may free memory here.
   // RecordStream may add uses meanwhile: loop until every use has its marker.
   absl::InlinedVector<MarkerId, 2> markers;
-  while (markers.size() < block->stream_uses.size()) {
+  // While a capture is underway the markers wait for its end (see the header).
+  const bool defer = !allocating_.empty() && !block->stream_uses.empty();
+  while (!defer && markers.size() < block->stream_uses.size()) {
     const absl::InlinedVector<xxnpuStream_t, 2> uses(
         block->stream_uses.begin() + static_cast<ptrdiff_t>(markers.size()), block->stream_uses.end());
     lock.unlock();
@@ -712,6 +751,12 @@ absl::Status CachingAllocator::Free(void* ptr, uint64_t context_id) {
     EmitActivityLocked(false, addr, -static_cast<int64_t>(block->size), block->stream);
   }
 
+  if (defer) {
+    block->event_count = 1;  // pending, with its markers still to record
+    block->free_context_id = context_id;
+    deferred_.push_back(block);
+    return absl::OkStatus();
+  }
   if (markers.empty()) {
     FreeBlockLocked(block, context_id);
     return absl::OkStatus();
@@ -754,6 +799,142 @@ absl::Status CachingAllocator::EmptyCache() {
     TakeCachedSegmentsLocked(&taken);
   }
   return ReleaseSegments(taken);  // without mu_: see there
+}
+
+// ------------------------------------------------------------------ private pools
+
+MempoolId NewMempoolId() {
+  static std::atomic<uint64_t> next{0};
+  return {0, next.fetch_add(1, std::memory_order_relaxed) + 1};
+}
+
+CachingAllocator::PrivatePool* CachingAllocator::AllocationPoolLocked(xxnpuStream_t stream) {
+  for (auto& [pool, filter] : allocating_) {
+    if (filter(stream)) return pool;
+  }
+  return nullptr;
+}
+
+static std::string PoolName(MempoolId id) { return absl::StrCat("(", id.first, ", ", id.second, ")"); }
+
+absl::Status CachingAllocator::BeginAllocateToPool(MempoolId id, std::function<bool(xxnpuStream_t)> filter) {
+  if (id == MempoolId{0, 0}) {
+    return absl::InvalidArgumentError(
+        "BeginAllocateToPool: pool id (0, 0) names the default pools; expected a private pool's id "
+        "(NewMempoolId, or a capture's)");
+  }
+  if (!filter) return absl::InvalidArgumentError("BeginAllocateToPool: empty stream filter");
+  std::lock_guard<SpinLock> lock(mu_);
+  std::unique_ptr<PrivatePool>& slot = private_pools_[id];
+  if (slot == nullptr) {
+    slot = std::make_unique<PrivatePool>();
+    slot->id = id;
+  }
+  PrivatePool* pool = slot.get();
+  for (const auto& [p, f] : allocating_) {
+    if (p == pool) {
+      return absl::FailedPreconditionError(absl::StrCat("BeginAllocateToPool: pool ", PoolName(id), " on device ",
+                                                        device_, " is already being allocated to (one capture "
+                                                        "into a pool at a time)"));
+    }
+  }
+  ++pool->use_count;
+  allocating_.emplace_back(pool, std::move(filter));
+  return absl::OkStatus();
+}
+
+absl::Status CachingAllocator::EndAllocateToPool(MempoolId id) {
+  std::vector<Block*> deferred;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    auto it = std::find_if(allocating_.begin(), allocating_.end(),
+                           [&id](const auto& a) { return a.first->id == id; });
+    if (it == allocating_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat("EndAllocateToPool: pool ", PoolName(id), " on device ",
+                                                        device_, " is not being allocated to"));
+    }
+    allocating_.erase(it);
+    if (allocating_.empty()) deferred.swap(deferred_);
+  }
+  if (!deferred.empty()) RecordDeferredMarkers(std::move(deferred));
+  return absl::OkStatus();
+}
+
+void CachingAllocator::RecordDeferredMarkers(std::vector<Block*> blocks) {
+  // Taken out of deferred_ under mu_: no other thread reaches these blocks meanwhile.
+  std::vector<std::pair<xxnpuStream_t, MarkerId>> recorded;
+  for (Block* block : blocks) {
+    const size_t first = recorded.size();
+    for (xxnpuStream_t use : block->stream_uses) {
+      // A stream that cannot take a marker any more was destroyed, which finishes its
+      // work: nothing on it can still use the block.
+      if (absl::StatusOr<MarkerId> m = backend_->RecordMarker(use); m.ok()) recorded.emplace_back(use, *m);
+    }
+    std::lock_guard<SpinLock> lock(mu_);
+    block->stream_uses.clear();
+    block->event_count = static_cast<int>(recorded.size() - first);
+    for (size_t i = first; i < recorded.size(); ++i) {
+      pending_[recorded[i].first].push_back(PendingMarker{recorded[i].second, block});
+      ++pending_count_;
+    }
+    if (block->event_count == 0) FreeBlockLocked(block, block->free_context_id);
+  }
+}
+
+absl::Status CachingAllocator::ReleasePool(MempoolId id) {
+  std::vector<Block*> taken;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    auto it = private_pools_.find(id);
+    if (it == private_pools_.end() || it->second->use_count == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("ReleasePool: pool ", PoolName(id), " on device ", device_,
+                                                     " has no user to release (released already?)"));
+    }
+    PrivatePool* pool = it->second.get();
+    for (const auto& [p, f] : allocating_) {
+      if (p == pool) {
+        return absl::FailedPreconditionError(absl::StrCat("ReleasePool: pool ", PoolName(id), " on device ",
+                                                          device_, " is being allocated to (EndAllocateToPool first)"));
+      }
+    }
+    if (--pool->use_count > 0) return absl::OkStatus();
+    TakeCachedSegmentsLocked(&taken, pool);
+  }
+  // Without mu_ (see ReleaseSegments); it also forgets the pool once it holds nothing.
+  if (taken.empty()) {
+    std::lock_guard<SpinLock> lock(mu_);
+    auto it = private_pools_.find(id);
+    if (it != private_pools_.end() && it->second->use_count == 0 && it->second->segments == 0) {
+      private_pools_.erase(it);
+    }
+    return absl::OkStatus();
+  }
+  return ReleaseSegments(taken);
+}
+
+std::vector<PoolInfo> CachingAllocator::PrivatePools() const {
+  std::lock_guard<SpinLock> lock(mu_);
+  std::vector<PoolInfo> out;
+  for (const auto& [id, pool] : private_pools_) {
+    PoolInfo& info = out.emplace_back();
+    info.id = id;
+    info.use_count = pool->use_count;
+    info.segments = pool->segments;
+    info.allocating = std::any_of(allocating_.begin(), allocating_.end(),
+                                  [p = pool.get()](const auto& a) { return a.first == p; });
+  }
+  for (const auto& [addr, segment] : segments_) {
+    if (segment.head->pool == nullptr) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const PoolInfo& i) { return i.id == segment.head->pool->id; });
+    it->reserved_bytes += segment.size;
+    for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      if (!b->allocated) continue;
+      it->allocated_bytes += b->size;
+      ++it->allocations;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const PoolInfo& a, const PoolInfo& b) { return a.id < b.id; });
+  return out;
 }
 
 absl::Status CachingAllocator::SetMemoryFraction(double fraction) {
@@ -832,6 +1013,7 @@ MemorySnapshot CachingAllocator::Snapshot() const {
     seg.total_size = segment.size;
     seg.stream = segment.head->stream;
     seg.is_large = !segment.head->small;
+    if (segment.head->pool != nullptr) seg.pool_id = segment.head->pool->id;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
       BlockInfo& info = seg.blocks.emplace_back();
       info.address = b->addr;

@@ -23,7 +23,18 @@
 //     the block only becomes reusable once all of them have completed;
 //   - on a failed device allocation (or one beyond the memory fraction) the allocator
 //     waits for pending markers, returns every fully free cached segment to the device
-//     and retries once before failing with ResourceExhausted.
+//     and retries once before failing with ResourceExhausted;
+//   - private pools for graphs (CUDA's MempoolId_t pools, device/graph.h): between
+//     BeginAllocateToPool and EndAllocateToPool, allocations on the streams a filter
+//     accepts (the capturing ones) come from the pool's own segments. A replay writes to
+//     the addresses it was captured with, so a pool's blocks, once freed, are reused only
+//     by allocations into the same pool, never by other work, and the pool's memory is
+//     never returned to the device (EmptyCache, out-of-memory) while a graph uses it.
+//     Graphs given the same pool id share it; the last ReleasePool of its users releases
+//     it. While any pool is being allocated to (a capture is underway), a free that needs
+//     markers on other streams records them only when the last capture ends: a marker
+//     recorded on a capturing stream would be captured, and querying it would invalidate
+//     the capture (CUDA's allocator defers them the same way).
 //
 // The device is reached through an AllocatorBackend, so tests run the allocator against
 // a fake device and production uses RuntimeAllocatorBackend (runtime_allocator_backend.h).
@@ -39,11 +50,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -68,6 +81,25 @@ inline constexpr size_t kNoMaxSplitSize = std::numeric_limits<size_t>::max();
 size_t CachingAllocatorRoundSize(size_t bytes);
 // The segment the allocator requests from the device for a rounded size.
 size_t CachingAllocatorSegmentSize(size_t rounded_size);
+
+// ------------------------------------------------------------------ private pools
+
+// A private pool's id, as c10's MempoolId_t: {0, 0} names no private pool (the default
+// pools). NewMempoolId() gives {0, n}, a pool several graphs may share
+// (torch.cuda.graph_pool_handle); a graph with a pool of its own may use {capture id, 0}.
+using MempoolId = std::pair<uint64_t, uint64_t>;
+MempoolId NewMempoolId();
+
+// One private pool, for stats (CachingAllocator::PrivatePools).
+struct PoolInfo {
+  MempoolId id{0, 0};
+  int use_count = 0;        // users (graphs) that have not released it
+  bool allocating = false;  // between BeginAllocateToPool and EndAllocateToPool
+  int64_t segments = 0;
+  size_t reserved_bytes = 0;   // bytes of its segments
+  size_t allocated_bytes = 0;  // bytes of its allocated blocks
+  int64_t allocations = 0;     // its allocated blocks
+};
 
 // ------------------------------------------------------------------ backend
 
@@ -196,6 +228,7 @@ struct SegmentInfo {
   size_t requested_size = 0;  // requested bytes of active blocks
   xxnpuStream_t stream = nullptr;
   bool is_large = false;      // large pool (else small pool)
+  MempoolId pool_id{0, 0};    // the private pool it belongs to ({0, 0}: none)
   std::vector<BlockInfo> blocks;  // by address, covering the segment exactly
 };
 
@@ -243,6 +276,18 @@ class CachingAllocator {
   // Retires completed markers, then returns every fully free segment to the backend.
   // Does not wait: blocks whose markers are still pending stay reserved.
   absl::Status EmptyCache();
+
+  // Private pools (see the top of this file). From now until EndAllocateToPool(id),
+  // Allocate on a stream that `filter` accepts is served from pool `id`, which is created
+  // if needed; either way the pool gains a user, to be matched by one ReleasePool(id).
+  // Filters are called with the allocator's lock held: they must not call it.
+  absl::Status BeginAllocateToPool(MempoolId id, std::function<bool(xxnpuStream_t)> filter);
+  absl::Status EndAllocateToPool(MempoolId id);
+  // One user of pool `id` is done with it (its graph was destroyed). When the last one
+  // is, the pool's free segments go back to the device now, the rest as their blocks are
+  // freed and EmptyCache runs; the pool's id may then be used afresh.
+  absl::Status ReleasePool(MempoolId id);
+  std::vector<PoolInfo> PrivatePools() const;
 
   // Limits reserved memory to fraction * Capacity(), 0 <= fraction <= 1.
   absl::Status SetMemoryFraction(double fraction);
@@ -295,6 +340,13 @@ class CachingAllocator {
     bool operator()(const BlockKey& a, const Block* b) const { return Less(a, KeyOf(b)); }
   };
   using BlockSet = std::set<Block*, BlockLess>;
+  struct PrivatePool {
+    MempoolId id;
+    int use_count = 0;
+    int64_t segments = 0;
+    BlockSet small_blocks;
+    BlockSet large_blocks;
+  };
   struct PendingMarker {
     MarkerId marker;
     Block* block;
@@ -303,17 +355,27 @@ class CachingAllocator {
   // All private helpers run with mu_ held.
   Block* NewBlockLocked();
   void RecycleBlockLocked(Block* block);
-  BlockSet& PoolOf(bool small) { return small ? small_pool_ : large_pool_; }
+  // `pool` nullptr: the default pools.
+  BlockSet& PoolOf(PrivatePool* pool, bool small) {
+    if (pool != nullptr) [[unlikely]] return small ? pool->small_blocks : pool->large_blocks;
+    return small ? small_pool_ : large_pool_;
+  }
   void PoolInsertLocked(Block* block);
   void PoolEraseLocked(Block* block);
-  Block* FindFreeBlockLocked(bool small, xxnpuStream_t stream, size_t size);
+  Block* FindFreeBlockLocked(PrivatePool* pool, bool small, xxnpuStream_t stream, size_t size);
   bool ShouldSplitLocked(const Block* block, size_t size) const;
-  absl::Status AllocSegmentLocked(bool small, xxnpuStream_t stream, size_t size,
+  absl::Status AllocSegmentLocked(PrivatePool* pool, bool small, xxnpuStream_t stream, size_t size,
                                   Block** out);
+  // The private pool an allocation on `stream` comes from now (nullptr: the default).
+  PrivatePool* AllocationPoolLocked(xxnpuStream_t stream);
+  // Records markers for frees deferred while captures were underway (see the top of the
+  // file). Called WITHOUT mu_, like every call that queues work.
+  void RecordDeferredMarkers(std::vector<Block*> blocks);
   void* UseBlockLocked(Block* block, size_t size, size_t requested, uint64_t context_id);
   void FreeBlockLocked(Block* block, uint64_t context_id);
-  // Takes every whole free segment out of its pool, for ReleaseSegments.
-  void TakeCachedSegmentsLocked(std::vector<Block*>* taken);
+  // Takes every whole free segment out of the default pools and of the private pools no
+  // graph uses any more (or only of `pool`, if given), for ReleaseSegments.
+  void TakeCachedSegmentsLocked(std::vector<Block*>* taken, PrivatePool* pool = nullptr);
   // Returns taken segments to the backend. Called WITHOUT mu_ (it takes it to account):
   // the backend's free waits for the device, see the .cc.
   absl::Status ReleaseSegments(const std::vector<Block*>& taken);
@@ -334,6 +396,12 @@ class CachingAllocator {
   mutable SpinLock mu_;
   BlockSet small_pool_;
   BlockSet large_pool_;
+  absl::flat_hash_map<MempoolId, std::unique_ptr<PrivatePool>> private_pools_;
+  // The pools being allocated to, with their stream filters (usually empty: then
+  // Allocate's only cost for pools is this emptiness check).
+  std::vector<std::pair<PrivatePool*, std::function<bool(xxnpuStream_t)>>> allocating_;
+  // Freed blocks whose markers wait for the end of the captures (see the top of the file).
+  std::vector<Block*> deferred_;
   // Allocated blocks by address: the lookup of Free and RecordStream.
   absl::flat_hash_map<uintptr_t, Block*> allocated_;
   // Segments by base address, with their first block, which never changes (a split

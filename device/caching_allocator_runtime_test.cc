@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/activity_trace.h"
 #include "device/caching_allocator.h"
+#include "device/graph.h"
 #include "device/runtime.h"
 #include "device/runtime_allocator_backend.h"
 #include "device/test_util.h"
@@ -423,6 +424,71 @@ TEST_F(CachingAllocatorRuntimeTest, FreeWithAMarkerWhileAFinishedKernelOwnsABloc
   ASSERT_TRUE(xxnpuStreamSynchronize(*stream).ok());
   EXPECT_EQ(a.GetStats().allocated_bytes[0].current, 0);
   ASSERT_TRUE(xxnpuStreamDestroy(*stream).ok());
+}
+
+// A graph captured as the c10 layer will capture one: its stream's allocations come from
+// a private pool named after the capture, a temporary freed during capture is reused
+// inside it, and the pool's memory stays until the graph is released.
+TEST_F(CachingAllocatorRuntimeTest, CaptureAllocatesFromThePoolAndReplaysIntoIt) {
+  RuntimeAllocatorBackend backend(0);
+  CachingAllocator alloc(&backend);
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  ASSERT_TRUE(xxnpuStreamBeginCapture(s, StreamCaptureMode::kGlobal).ok());
+  const uint64_t capture = xxnpuStreamGetCaptureInfo(s)->id;
+  const MempoolId pool{capture, 0};
+  ASSERT_TRUE(alloc.BeginAllocateToPool(pool, [capture](xxnpuStream_t stream) {
+    absl::StatusOr<StreamCaptureInfo> info = xxnpuStreamGetCaptureInfo(stream);
+    return info.ok() && info->status == StreamCaptureStatus::kActive && info->id == capture;
+  }).ok());
+
+  constexpr int kN = 1024;
+  // New segments during a global capture: the backend allocates in relaxed mode.
+  auto* out = static_cast<int*>(MustAlloc(alloc, kN * sizeof(int), s));
+  auto* tmp = static_cast<int*>(MustAlloc(alloc, kN * sizeof(int), s));
+  EXPECT_EQ(*xxnpuStreamIsCapturing(s), StreamCaptureStatus::kActive);
+  LaunchConfig cfg;
+  cfg.name = "pool_fill";
+  cfg.grid.x = kN;
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [tmp](BlockRange r) {
+    for (int64_t i = r.begin; i < r.end; ++i) DeviceView(tmp)[i] = static_cast<int>(i);
+    return absl::OkStatus();
+  }, s).ok());
+  cfg.name = "pool_copy";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [tmp, out](BlockRange r) {
+    for (int64_t i = r.begin; i < r.end; ++i) DeviceView(out)[i] = DeviceView(tmp)[i] * 3;
+    return absl::OkStatus();
+  }, s).ok());
+  ASSERT_TRUE(alloc.Free(tmp).ok());
+  void* tmp2 = MustAlloc(alloc, kN * sizeof(int), s);
+  EXPECT_EQ(tmp2, tmp);  // reused inside the pool
+  ASSERT_TRUE(alloc.Free(tmp2).ok());
+  absl::StatusOr<xxnpuGraph_t> graph = xxnpuStreamEndCapture(s);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_TRUE(alloc.EndAllocateToPool(pool).ok());
+
+  // Eager allocations on the stream now avoid the pool's free block (the replay's tmp).
+  void* eager = MustAlloc(alloc, kN * sizeof(int), s);
+  EXPECT_NE(eager, tmp);
+  const std::vector<PoolInfo> pools = alloc.PrivatePools();
+  ASSERT_EQ(pools.size(), 1u);
+  EXPECT_EQ(pools[0].id, pool);
+  EXPECT_EQ(pools[0].allocations, 1);  // `out`
+
+  xxnpuGraphExec_t exec = *xxnpuGraphInstantiate(*graph);
+  ASSERT_TRUE(xxnpuGraphLaunch(exec, s).ok());
+  std::vector<int> host(kN);
+  ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
+  ASSERT_TRUE(xxnpuMemcpy(host.data(), out, kN * sizeof(int), MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(host[100], 300);
+
+  ASSERT_TRUE(xxnpuGraphExecDestroy(exec).ok());
+  ASSERT_TRUE(xxnpuGraphDestroy(*graph).ok());
+  ASSERT_TRUE(alloc.Free(out).ok());
+  ASSERT_TRUE(alloc.Free(eager).ok());
+  ASSERT_TRUE(alloc.ReleasePool(pool).ok());
+  EXPECT_TRUE(alloc.PrivatePools().empty());
+  ASSERT_TRUE(alloc.EmptyCache().ok());
+  ASSERT_TRUE(xxnpuStreamDestroy(s).ok());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "device/graph.h"
 
 namespace xxnpu {
 
@@ -55,7 +56,14 @@ RuntimeAllocatorBackend::~RuntimeAllocatorBackend() {
 }
 
 absl::StatusOr<void*> RuntimeAllocatorBackend::RawAlloc(size_t bytes) {
-  return xxnpuMallocOnDevice(device_, bytes);
+  // In relaxed mode, as PyTorch's CUDA allocator calls cudaMalloc during capture: a new
+  // segment is not stream work, and the allocator keeps the memory of a graph's pool as
+  // long as the graph (caching_allocator.h), so the capture may go on.
+  StreamCaptureMode mode = StreamCaptureMode::kRelaxed;
+  if (absl::Status s = xxnpuThreadExchangeStreamCaptureMode(&mode); !s.ok()) return s;
+  absl::StatusOr<void*> ptr = xxnpuMallocOnDevice(device_, bytes);
+  (void)xxnpuThreadExchangeStreamCaptureMode(&mode);
+  return ptr;
 }
 
 absl::Status RuntimeAllocatorBackend::RawFree(void* ptr) { return xxnpuFree(ptr); }

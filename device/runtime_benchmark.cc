@@ -10,6 +10,7 @@
 
 #include "device/activity_trace.h"
 #include "device/clock.h"
+#include "device/graph.h"
 #include "device/runtime.h"
 #include "device/test_util.h"
 
@@ -141,6 +142,66 @@ void BM_EmptyKernelThroughput(benchmark::State& state) {
   Check(xxnpuStreamDestroy(s));
 }
 BENCHMARK(BM_EmptyKernelThroughput);
+
+// ---------------------------------------------------------------- graphs
+
+// A graph of `nodes` empty kernels in a chain, captured on `s`.
+xxnpuGraph_t CaptureEmptyChain(xxnpuStream_t s, int nodes) {
+  const LaunchConfig cfg = EmptyConfig();
+  Check(xxnpuStreamBeginCapture(s));
+  for (int i = 0; i < nodes; ++i) Check(xxnpuLaunchKernel(cfg, EmptyBody, s));
+  return *xxnpuStreamEndCapture(s);
+}
+
+// Host time of one xxnpuGraphLaunch of a graph of Arg nodes (the device draining
+// concurrently): a replay is one submission whatever its size.
+void BM_GraphLaunchEnqueue(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuGraph_t graph = CaptureEmptyChain(s, static_cast<int>(state.range(0)));
+  xxnpuGraphExec_t exec = *xxnpuGraphInstantiate(graph);
+  RunDrained(state, s, [&] { Check(xxnpuGraphLaunch(exec, s)); });
+  Check(xxnpuGraphExecDestroy(exec));
+  Check(xxnpuGraphDestroy(graph));
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_GraphLaunchEnqueue)->Arg(1)->Arg(100);
+
+// Nodes completed per second by replays of a 100-node graph, launch to completion, in
+// batches of 10 replays (the eager counterpart is BM_EmptyKernelThroughput).
+void BM_GraphReplayThroughput(benchmark::State& state) {
+  constexpr int kNodes = 100;
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuGraph_t graph = CaptureEmptyChain(s, kNodes);
+  xxnpuGraphExec_t exec = *xxnpuGraphInstantiate(graph);
+  for (auto _ : state) {
+    for (int i = 0; i < 10; ++i) Check(xxnpuGraphLaunch(exec, s));
+    Check(xxnpuStreamSynchronize(s));
+  }
+  state.SetItemsProcessed(state.iterations() * 10 * kNodes);
+  Check(xxnpuGraphExecDestroy(exec));
+  Check(xxnpuGraphDestroy(graph));
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_GraphReplayThroughput);
+
+// Capturing 100 kernels into a graph and destroying it (per kernel: items).
+void BM_GraphCapture100(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  for (auto _ : state) Check(xxnpuGraphDestroy(CaptureEmptyChain(s, 100)));
+  state.SetItemsProcessed(state.iterations() * 100);
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_GraphCapture100);
+
+// Instantiating a 100-node graph and destroying the executable.
+void BM_GraphInstantiate(benchmark::State& state) {
+  xxnpuStream_t s = *xxnpuStreamCreate();
+  xxnpuGraph_t graph = CaptureEmptyChain(s, 100);
+  for (auto _ : state) Check(xxnpuGraphExecDestroy(*xxnpuGraphInstantiate(graph)));
+  Check(xxnpuGraphDestroy(graph));
+  Check(xxnpuStreamDestroy(s));
+}
+BENCHMARK(BM_GraphInstantiate);
 
 constexpr int64_t kCopyBytes = int64_t{64} << 20;
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -46,6 +47,8 @@ namespace {
 struct Reaped {
   std::vector<KernelBody> bodies;
   std::vector<absl::AnyInvocable<void()>> host_fns;
+  // A graph launch's hold on its executable: the last one may free the nodes' bodies.
+  std::vector<std::shared_ptr<ExecutableGraph>> graphs;
 };
 thread_local Reaped t_reaped;
 // Set while this thread destroys what it reaped: a destructor that launches (and so
@@ -55,10 +58,11 @@ thread_local bool t_reaping = false;
 
 // Outside the producer lock: destructors may be slow and may launch again.
 void DestroyReaped() {
-  if (t_reaping || (t_reaped.bodies.empty() && t_reaped.host_fns.empty())) return;
+  if (t_reaping || (t_reaped.bodies.empty() && t_reaped.host_fns.empty() && t_reaped.graphs.empty())) return;
   t_reaping = true;
   t_reaped.bodies.clear();
   t_reaped.host_fns.clear();
+  t_reaped.graphs.clear();
   t_reaping = false;
 }
 
@@ -127,6 +131,10 @@ void StreamImpl::FillSlot(Command& slot, Command& cmd) {
     case Command::Type::kHostFunc:
       slot.host_fn = std::move(cmd.host_fn);
       return;
+    case Command::Type::kGraph:
+      slot.graph = std::move(cmd.graph);
+      slot.generation = cmd.generation;
+      return;
   }
 }
 
@@ -143,6 +151,7 @@ bool StreamImpl::ReapLocked() {
     if (!Owns(slot)) continue;
     if (slot.body) t_reaped.bodies.push_back(std::move(slot.body));
     if (slot.host_fn) t_reaped.host_fns.push_back(std::move(slot.host_fn));
+    if (slot.graph) t_reaped.graphs.push_back(std::move(slot.graph));
     --owning;
     moved = true;
   }
@@ -344,16 +353,108 @@ void StreamImpl::Loop() {
 
 namespace {
 
+// Where a device record comes from: the traced call that queued the work (the launch, or
+// the xxnpuGraphLaunch of a replay) and, for a replay, the graph node.
+struct RecordSource {
+  const Command& cmd;
+  uint32_t graph_id = 0;
+  uint64_t node_id = 0;
+};
+
 // Device records are written only for commands queued while tracing was on (they carry a
 // correlation id then), as CUPTI decides at launch: work launched before a capture but
 // running into it stays out of it rather than showing up unlinked.
-void FillDeviceRecord(const Command& cmd, const StreamImpl& s, ActivityRecord* r) {
-  r->correlation_id = cmd.correlation_id;
-  r->external_id[0] = cmd.external_id[0];
-  r->external_id[1] = cmd.external_id[1];
+void FillDeviceRecord(const RecordSource& src, const StreamImpl& s, ActivityRecord* r) {
+  r->correlation_id = src.cmd.correlation_id;
+  r->external_id[0] = src.cmd.external_id[0];
+  r->external_id[1] = src.cmd.external_id[1];
   r->device = s.device;
   r->stream = s.id;
   r->thread_id = CurrentThreadId();
+  if (src.graph_id != 0) {
+    r->graph_id = src.graph_id;
+    r->graph_node_id = src.node_id;
+  }
+}
+
+// " (graph G node N)" for a replayed node's error, nothing for eager work.
+std::string NodeSuffix(const RecordSource& src) {
+  return src.graph_id == 0 ? std::string() : absl::StrCat(" (graph ", src.graph_id, " node ", src.node_id, ")");
+}
+
+// Runs one kernel, eager or replayed, and writes its record. Always inlined: the eager
+// path's code (and cost per kernel) stays what it was before graphs shared it.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const LaunchConfig& config,
+                              absl::FunctionRef<absl::Status(BlockRange)> body, const RecordSource& src) {
+  const int64_t start = NowNs();
+  const bool parallel = config.bytes + config.flops >= config.parallel_threshold;
+  const int64_t blocks = static_cast<int64_t>(config.grid.count());
+  absl::Status st = s.pool->Run(blocks, parallel, s.priority, body);
+  if (st.ok()) {
+    // Memcheck: an underrun into a canary is only visible after the kernel.
+    if (KernelEndCheck check = GetKernelEndCheck()) {
+      if (std::string bad = check(s.device); !bad.empty()) st = absl::InternalError(bad);
+    }
+  }
+  const int64_t end = NowNs();
+  if (src.cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
+    ActivityRecord r;
+    r.kind = ActivityKind::kKernel;
+    r.name = config.name;
+    r.start_ns = start;
+    r.end_ns = end;
+    FillDeviceRecord(src, s, &r);
+    r.grid[0] = config.grid.x;
+    r.grid[1] = config.grid.y;
+    r.grid[2] = config.grid.z;
+    r.block[0] = config.block.x;
+    r.block[1] = config.block.y;
+    r.block[2] = config.block.z;
+    r.bytes = static_cast<int64_t>(config.bytes);
+    r.flops = config.flops;
+    ActivityRecordEmit(r);
+  }
+  if (st.ok()) return st;
+  absl::Status failure(st.code(), absl::StrCat("kernel '", config.name, "'", NodeSuffix(src), " failed on xxnpu:",
+                                               s.device, " stream ", s.id, ": ", st.message()));
+  // Payloads say what kind of fault it was (an out-of-range index is an IndexError to
+  // torch): they travel with the sticky error.
+  st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { failure.SetPayload(url, payload); });
+  return failure;
+}
+
+absl::Status RunHostFunc(StreamImpl& s, absl::AnyInvocable<void()>& fn, const RecordSource& src) {
+  // A host function that throws fails its stream like a kernel (it would otherwise reach
+  // std::terminate on the device thread).
+  absl::Status st = RunGuarded([&] {
+    fn();
+    return absl::OkStatus();
+  });
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat("host function (xxnpuLaunchHostFunc)", NodeSuffix(src),
+                                              " failed on xxnpu:", s.device, " stream ", s.id, ": ", st.message()));
+}
+
+void RunCopyOrSet(StreamImpl& s, bool is_copy, void* dst, const void* src_ptr, size_t bytes, MemcpyKind copy_kind,
+                  int value, const RecordSource& src) {
+  const int64_t start = NowNs();
+  if (is_copy) {
+    std::memmove(DeviceView(dst), DeviceView(src_ptr), bytes);
+  } else {
+    std::memset(DeviceView(dst), value, bytes);
+  }
+  const ActivityKind kind = is_copy ? ActivityKind::kMemcpy : ActivityKind::kMemset;
+  if (src.cmd.correlation_id != 0 && ActivityEnabled(kind)) {
+    ActivityRecord r;
+    r.kind = kind;
+    r.subkind = is_copy ? static_cast<uint8_t>(copy_kind) : 0;
+    r.name = is_copy ? MemcpyKindName(copy_kind) : "Memset (Device)";
+    r.start_ns = start;
+    r.end_ns = NowNs();
+    FillDeviceRecord(src, s, &r);
+    r.bytes = static_cast<int64_t>(bytes);
+    ActivityRecordEmit(r);
+  }
 }
 
 }  // namespace
@@ -388,7 +489,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
         r.name = "xxnpuStreamWaitEvent";
         r.start_ns = start;
         r.end_ns = NowNs();
-        FillDeviceRecord(cmd, *this, &r);
+        FillDeviceRecord(RecordSource{cmd}, *this, &r);
         r.wait_stream = cmd.wait_stream;
         r.wait_correlation_id = cmd.wait_correlation_id;
         ActivityRecordEmit(r);
@@ -397,84 +498,67 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
     }
     case Command::Type::kHostFunc: {
       if (skip) return;
-      // A host function that throws fails its stream like a kernel (it would otherwise
-      // reach std::terminate on the device thread).
-      absl::Status s = RunGuarded([&] {
-        cmd.host_fn();
-        return absl::OkStatus();
-      });
-      if (!s.ok()) {
-        *failure = absl::Status(s.code(), absl::StrCat("host function (xxnpuLaunchHostFunc) failed on xxnpu:",
-                                                       device, " stream ", id, ": ", s.message()));
-      }
+      if (absl::Status st = RunHostFunc(*this, cmd.host_fn, RecordSource{cmd}); !st.ok()) *failure = std::move(st);
       return;
     }
     case Command::Type::kKernel: {
       if (skip) return;
-      const int64_t start = NowNs();
-      const bool parallel = cmd.config.bytes + cmd.config.flops >= cmd.config.parallel_threshold;
-      const int64_t blocks = static_cast<int64_t>(cmd.config.grid.count());
-      absl::Status s =
-          cmd.thunk != nullptr
-              ? pool->Run(blocks, parallel, priority, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); })
-              : pool->Run(blocks, parallel, priority, cmd.body);
-      if (s.ok()) {
-        // Memcheck: an underrun into a canary is only visible after the kernel.
-        if (KernelEndCheck check = GetKernelEndCheck()) {
-          if (std::string bad = check(device); !bad.empty()) s = absl::InternalError(bad);
-        }
-      }
-      const int64_t end = NowNs();
-      if (cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
-        ActivityRecord r;
-        r.kind = ActivityKind::kKernel;
-        r.name = cmd.config.name;
-        r.start_ns = start;
-        r.end_ns = end;
-        FillDeviceRecord(cmd, *this, &r);
-        r.grid[0] = cmd.config.grid.x;
-        r.grid[1] = cmd.config.grid.y;
-        r.grid[2] = cmd.config.grid.z;
-        r.block[0] = cmd.config.block.x;
-        r.block[1] = cmd.config.block.y;
-        r.block[2] = cmd.config.block.z;
-        r.bytes = static_cast<int64_t>(cmd.config.bytes);
-        r.flops = cmd.config.flops;
-        ActivityRecordEmit(r);
-      }
-      if (!s.ok()) {
-        *failure = absl::Status(s.code(), absl::StrCat("kernel '", cmd.config.name, "' failed on xxnpu:",
-                                                       device, " stream ", id, ": ", s.message()));
-        // Payloads say what kind of fault it was (an out-of-range index is an IndexError
-        // to torch): they travel with the sticky error.
-        s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { failure->SetPayload(url, payload); });
-      }
       // The body (and what it captured) is destroyed by the host: see Enqueue.
+      absl::Status st =
+          cmd.thunk != nullptr
+              ? RunKernel(*this, cmd.config, [&cmd](BlockRange r) { return cmd.thunk(cmd.args, r); }, RecordSource{cmd})
+              : RunKernel(*this, cmd.config, cmd.body, RecordSource{cmd});
+      if (!st.ok()) *failure = std::move(st);
       return;
     }
     case Command::Type::kMemcpy:
     case Command::Type::kMemset: {
       if (skip) return;
-      const int64_t start = NowNs();
-      const bool is_copy = cmd.type == Command::Type::kMemcpy;
-      if (is_copy) {
-        std::memmove(DeviceView(cmd.dst), DeviceView(cmd.src), cmd.bytes);
-      } else {
-        std::memset(DeviceView(cmd.dst), cmd.value, cmd.bytes);
-      }
-      const ActivityKind kind = is_copy ? ActivityKind::kMemcpy : ActivityKind::kMemset;
-      if (cmd.correlation_id != 0 && ActivityEnabled(kind)) {
-        ActivityRecord r;
-        r.kind = kind;
-        r.subkind = is_copy ? static_cast<uint8_t>(cmd.copy_kind) : 0;
-        r.name = is_copy ? MemcpyKindName(cmd.copy_kind) : "Memset (Device)";
-        r.start_ns = start;
-        r.end_ns = NowNs();
-        FillDeviceRecord(cmd, *this, &r);
-        r.bytes = static_cast<int64_t>(cmd.bytes);
-        ActivityRecordEmit(r);
-      }
+      RunCopyOrSet(*this, cmd.type == Command::Type::kMemcpy, cmd.dst, cmd.src, cmd.bytes, cmd.copy_kind, cmd.value,
+                   RecordSource{cmd});
       return;
+    }
+    case Command::Type::kGraph: {
+      // Launches of one executable keep their order, skipped ones included (a later
+      // launch waits for this ticket).
+      ExecutableGraph& exec = *cmd.graph;
+      exec.WaitTurn(cmd.generation);
+      if (!skip) ExecuteGraph(cmd, failure);
+      exec.Finish(cmd.generation);
+      return;
+    }
+  }
+}
+
+void StreamImpl::ExecuteGraph(const Command& cmd, absl::Status* failure) {
+  const GraphData& graph = *cmd.graph->data;
+  // Capture order is a topological order: running the nodes one after another respects
+  // every dependency (independent branches simply run in capture order).
+  for (const GraphNode& node : graph.nodes) {
+    const RecordSource src{cmd, graph.graph_id, node.id};
+    absl::Status st;
+    switch (node.type) {
+      case Command::Type::kKernel:
+        st = node.thunk != nullptr
+                 ? RunKernel(*this, node.config, [&node](BlockRange r) { return node.thunk(node.args, r); }, src)
+                 : RunKernel(*this, node.config, node.body, src);
+        break;
+      case Command::Type::kMemcpy:
+      case Command::Type::kMemset:
+        RunCopyOrSet(*this, node.type == Command::Type::kMemcpy, node.dst, node.src, node.bytes, node.copy_kind,
+                     node.value, src);
+        break;
+      case Command::Type::kHostFunc:
+        st = RunHostFunc(*this, node.host_fn, src);
+        break;
+      default:
+        st = absl::InternalError(absl::StrCat("graph ", graph.graph_id, " node ", node.id, " has a type (",
+                                              static_cast<int>(node.type), ") a graph cannot hold"));
+        break;
+    }
+    if (!st.ok()) {
+      *failure = std::move(st);
+      return;  // the rest of the graph is skipped, as the rest of a failed stream
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -23,11 +24,14 @@
 
 namespace xxnpu {
 
+struct ExecutableGraph;
+
 // One queued operation, as it sits in a stream's ring. The fields a kernel launch uses
 // come first, and a launch writes only those (StreamImpl::FillSlot): handing a small
 // kernel to the device thread moves the few cache lines it filled, not the command.
 struct alignas(64) Command {
-  enum class Type : uint8_t { kKernel, kMemcpy, kMemset, kEventRecord, kWaitEvent, kHostFunc };
+  // The types that own something (a host function, a graph launch) come last: see Owns.
+  enum class Type : uint8_t { kKernel, kMemcpy, kMemset, kEventRecord, kWaitEvent, kHostFunc, kGraph };
   Type type = Type::kKernel;
   MemcpyKind copy_kind = MemcpyKind::kDefault;  // kMemcpy
   int value = 0;                                // kMemset
@@ -51,6 +55,96 @@ struct alignas(64) Command {
   uint64_t wait_correlation_id = 0;
   // kHostFunc
   absl::AnyInvocable<void()> host_fn;
+  // kGraph: the executable graph to run; `generation` is this launch's ticket in its
+  // launches (ExecutableGraph::WaitTurn).
+  std::shared_ptr<ExecutableGraph> graph;
+};
+
+// ---------------------------------------------------------------- graphs (device/graph.h)
+
+// One node of a captured graph: the operation a command of the same type would run.
+// `id` is its index in GraphData::nodes, which is a topological order (the capture order:
+// a node only ever depends on nodes captured before it).
+struct GraphNode {
+  Command::Type type = Command::Type::kKernel;  // kKernel, kMemcpy, kMemset or kHostFunc
+  uint32_t id = 0;
+  std::vector<uint32_t> deps;
+  // kKernel: `thunk` runs the kernel copied into `args`, or (thunk null) `body` runs.
+  // A captured KernelBody is moved here from the launch and never moved again: its call
+  // operator is const, so one body runs once per replay for as long as the node list
+  // lives (see GraphData).
+  LaunchConfig config;
+  KernelThunk thunk = nullptr;
+  alignas(16) unsigned char args[kKernelArgsCapacity];
+  KernelBody body;
+  // kMemcpy / kMemset
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  MemcpyKind copy_kind = MemcpyKind::kDefault;
+  int value = 0;
+  // kHostFunc: called once per replay (AnyInvocable<void()> may be called repeatedly).
+  mutable absl::AnyInvocable<void()> host_fn;
+};
+
+// A graph's nodes. Why shared: the graph, each executable instantiated from it and each
+// queued launch hold it (std::shared_ptr<const GraphData>), so a replay can be queued
+// any number of times without copying a node, and destroying a graph or executable while
+// a launch is queued is safe. The nodes (and the kernel bodies they own) are freed with
+// the last holder. Immutable once the capture has ended.
+struct GraphData {
+  GraphData() { live_lists.fetch_add(1, std::memory_order_relaxed); }
+  ~GraphData() {
+    live_lists.fetch_sub(1, std::memory_order_relaxed);
+    live_nodes.fetch_sub(static_cast<int64_t>(nodes.size()), std::memory_order_relaxed);
+  }
+  GraphData(const GraphData&) = delete;
+  GraphData& operator=(const GraphData&) = delete;
+  // Appends a node (during capture only); it is counted in live_nodes.
+  GraphNode& AddNode() {
+    live_nodes.fetch_add(1, std::memory_order_relaxed);
+    GraphNode& n = nodes.emplace_back();
+    n.id = static_cast<uint32_t>(nodes.size() - 1);
+    return n;
+  }
+
+  uint32_t graph_id = 0;  // process-unique, never 0 (activity records carry it)
+  int device = 0;
+  std::vector<GraphNode> nodes;
+
+  // xxnpuGraphGetLiveCounts.
+  static inline std::atomic<int64_t> live_lists{0};
+  static inline std::atomic<int64_t> live_nodes{0};
+};
+
+// What a launch runs: an instantiated graph. Launches of one executable run in the order
+// they were queued, even on different streams (cudaGraphLaunch's rule): each takes a
+// ticket when queued (under its stream's producer lock, so a stream's tickets follow its
+// queue order) and the device runs ticket t after ticket t-1 has finished. Queued
+// dependencies only point to earlier-queued work, so waiting for an earlier ticket never
+// waits on this stream.
+struct ExecutableGraph {
+  explicit ExecutableGraph(std::shared_ptr<const GraphData> d) : data(std::move(d)) {}
+  std::shared_ptr<const GraphData> data;
+  uint64_t exec_id = 0;
+  std::atomic<uint64_t> tickets{0};  // the last ticket handed out
+
+  void WaitTurn(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_ + 1 >= ticket; });
+  }
+  void Finish(uint64_t ticket) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ticket > finished_) finished_ = ticket;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t finished_ = 0;
 };
 
 struct EngineOptions {
@@ -192,10 +286,11 @@ struct StreamImpl {
  private:
   // Copies the fields of `cmd`'s type into `slot` (only those: see Command).
   static void FillSlot(Command& slot, Command& cmd);
-  // Whether the command leaves something for a host thread to destroy (a kernel body or
-  // a host function): inline kernels and the other types do not.
+  // Whether the command leaves something for a host thread to destroy (a kernel body, a
+  // host function, a graph launch's hold on its graph): inline kernels and the other
+  // types do not.
   static bool Owns(const Command& cmd) {
-    return cmd.type == Command::Type::kHostFunc || (cmd.type == Command::Type::kKernel && cmd.thunk == nullptr);
+    return cmd.type >= Command::Type::kHostFunc || (cmd.type == Command::Type::kKernel && cmd.thunk == nullptr);
   }
   // Under `producer`: makes the slots of commands up to `completed` reusable, moving
   // what they own into this thread's list to destroy. Returns whether it moved any.
@@ -216,6 +311,8 @@ struct StreamImpl {
   uint64_t AwaitWork(uint64_t done);
   void Loop();
   void Execute(Command& cmd, bool skip, absl::Status* failure);
+  // Runs a graph launch's nodes in order; the first failing node ends it.
+  void ExecuteGraph(const Command& cmd, absl::Status* failure);
 };
 
 }  // namespace xxnpu
