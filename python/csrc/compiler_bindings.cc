@@ -8,7 +8,9 @@
 // on the device thread the pointer words go through DeviceView and the generated code runs.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -25,7 +27,7 @@ namespace {
 
 // The ABI shared with the glue inductor.py appends to each kernel (_LAUNCH_GLUE); a change
 // to either side bumps the version.
-constexpr uint32_t kCompiledLaunchAbi = 1;
+constexpr uint32_t kCompiledLaunchAbi = 2;
 
 struct CompiledLaunch {
   uint32_t abi_version;
@@ -34,8 +36,24 @@ struct CompiledLaunch {
   uint64_t bytes;
   const char* (*entry)(const uint64_t* args);  // nullptr on success, else the kernel's message
   const uint64_t* args;
-  const uint8_t* is_pointer;
+  // Per argument: 0 for a scalar, else the size of the element a pointer points to.
+  const uint8_t* pointee_size;
 };
+
+// How the device sees an argument word: as is (a scalar), through DeviceView (device
+// memory), or as the address of the word itself (a host scalar captured at launch).
+enum ArgKind : uint8_t { kScalar = 0, kDevicePointer = 1, kHostValue = 2 };
+
+inline uint64_t DeviceWord(uint64_t word, uint8_t kind, const uint64_t* self) {
+  switch (kind) {
+    case kDevicePointer:
+      return reinterpret_cast<uintptr_t>(DeviceView(reinterpret_cast<const void*>(word)));
+    case kHostValue:
+      return reinterpret_cast<uintptr_t>(self);
+    default:
+      return word;
+  }
+}
 
 // Kernel names outlive every launch (the profiler keeps LaunchConfig::name).
 const char* InternKernelName(const std::string& name) {
@@ -59,21 +77,54 @@ constexpr size_t kInlineArgs = 20;
 struct InlineKernel {
   const char* (*entry)(const uint64_t*);
   uint32_t nargs;
-  uint32_t pointer_mask;
+  uint8_t kinds[kInlineArgs];
   uint64_t args[kInlineArgs];
 
   absl::Status operator()(BlockRange) const {
     uint64_t local[kInlineArgs];
-    for (uint32_t i = 0; i < nargs; ++i) {
-      local[i] = (pointer_mask >> i) & 1u
-                     ? reinterpret_cast<uintptr_t>(DeviceView(reinterpret_cast<const void*>(args[i])))
-                     : args[i];
-    }
+    for (uint32_t i = 0; i < nargs; ++i) local[i] = DeviceWord(args[i], kinds[i], &args[i]);
     if (const char* error = entry(local)) return absl::InternalError(error);
     return absl::OkStatus();
   }
 };
 static_assert(kFitsInlineKernel<InlineKernel>);
+
+// Classifies the arguments and turns host scalars into values. Inductor passes a host
+// pointer into a device kernel for one thing only: a 0-dim CPU tensor (a Python number
+// Dynamo lifted, a CPU scalar tensor mixed with xxnpu ones, as eager allows). Its value is
+// read now, at launch, as CUDA reads a CPU scalar into the kernel's parameters; the kernel
+// reads it from the launch's own copy, which lives as long as the kernel runs.
+const char* Classify(const CompiledLaunch* launch, uint64_t* words, uint8_t* kinds, int* device) {
+  *device = -1;
+  for (uint32_t i = 0; i < launch->nargs; ++i) {
+    words[i] = launch->args[i];
+    const uint8_t size = launch->pointee_size[i];
+    if (size == 0 || words[i] == 0) {
+      kinds[i] = kScalar;
+      continue;
+    }
+    const void* ptr = reinterpret_cast<const void*>(words[i]);
+    const int d = DeviceOfPointer(ptr);
+    if (d < 0) {
+      if (size > sizeof(uint64_t)) {
+        return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": argument ", i,
+                                 " is host memory with ", size, "-byte elements; expected xxnpu tensors"));
+      }
+      words[i] = 0;
+      std::memcpy(&words[i], ptr, size);
+      kinds[i] = kHostValue;
+      continue;
+    }
+    if (*device >= 0 && d != *device) {
+      return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": arguments on xxnpu:", *device,
+                               " and xxnpu:", d, "; expected all tensors on one device"));
+    }
+    *device = d;
+    kinds[i] = kDevicePointer;
+  }
+  if (*device < 0) return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, " got no xxnpu tensor"));
+  return nullptr;
+}
 
 const char* XxnpuLaunchCompiledKernel(const CompiledLaunch* launch) {
   if (launch->abi_version != kCompiledLaunchAbi) {
@@ -81,24 +132,11 @@ const char* XxnpuLaunchCompiledKernel(const CompiledLaunch* launch) {
                              launch->abi_version, ", but torch_xxnpu expects ", kCompiledLaunchAbi,
                              ": clear Inductor's cache (TORCHINDUCTOR_CACHE_DIR) and recompile"));
   }
-  // The device is the one the tensors live on; every device pointer must agree.
+  absl::InlinedVector<uint64_t, kInlineArgs> words(launch->nargs);
+  absl::InlinedVector<uint8_t, kInlineArgs> kinds(launch->nargs);
   int device = -1;
-  for (uint32_t i = 0; i < launch->nargs; ++i) {
-    if (!launch->is_pointer[i] || launch->args[i] == 0) continue;
-    const int d = DeviceOfPointer(reinterpret_cast<const void*>(launch->args[i]));
-    if (d < 0) {
-      return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": argument ", i,
-                               " is host memory; expected xxnpu tensors"));
-    }
-    if (device >= 0 && d != device) {
-      return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": arguments on xxnpu:", device,
-                               " and xxnpu:", d, "; expected all tensors on one device"));
-    }
-    device = d;
-  }
-  if (device < 0) {
-    return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, " got no xxnpu tensor"));
-  }
+  if (const char* error = Classify(launch, words.data(), kinds.data(), &device)) return error;
+
   LaunchConfig config;
   config.name = launch->name;
   config.bytes = launch->bytes;
@@ -107,25 +145,17 @@ const char* XxnpuLaunchCompiledKernel(const CompiledLaunch* launch) {
   const xxnpuStream_t stream = CurrentXxnpuStreamHandle(static_cast<c10::DeviceIndex>(device));
   absl::Status status;
   if (launch->nargs <= kInlineArgs) {
-    InlineKernel kernel{launch->entry, launch->nargs, 0, {}};
-    for (uint32_t i = 0; i < launch->nargs; ++i) {
-      kernel.args[i] = launch->args[i];
-      if (launch->is_pointer[i]) kernel.pointer_mask |= 1u << i;
-    }
+    InlineKernel kernel{launch->entry, launch->nargs, {}, {}};
+    std::copy(words.begin(), words.end(), kernel.args);
+    std::copy(kinds.begin(), kinds.end(), kernel.kinds);
     status = xxnpuLaunchKernel(config, kernel, stream);
   } else {
-    absl::InlinedVector<uint64_t, 32> args(launch->args, launch->args + launch->nargs);
-    absl::InlinedVector<uint8_t, 32> is_pointer(launch->is_pointer, launch->is_pointer + launch->nargs);
     status = xxnpuLaunchKernel(
         config,
-        KernelBody([entry = launch->entry, args = std::move(args),
-                    is_pointer = std::move(is_pointer)](BlockRange) -> absl::Status {
-          absl::InlinedVector<uint64_t, 32> local(args.begin(), args.end());
-          for (size_t i = 0; i < local.size(); ++i) {
-            if (is_pointer[i]) {
-              local[i] = reinterpret_cast<uintptr_t>(DeviceView(reinterpret_cast<const void*>(local[i])));
-            }
-          }
+        KernelBody([entry = launch->entry, words = std::move(words),
+                    kinds = std::move(kinds)](BlockRange) -> absl::Status {
+          absl::InlinedVector<uint64_t, kInlineArgs> local(words.size());
+          for (size_t i = 0; i < local.size(); ++i) local[i] = DeviceWord(words[i], kinds[i], &words[i]);
           if (const char* error = entry(local.data())) return absl::InternalError(error);
           return absl::OkStatus();
         }),
@@ -141,7 +171,7 @@ void InitCompilerBindings(pybind11::module_& m) {
   m.def(
       "_compiled_kernel_launcher",
       [] { return reinterpret_cast<uintptr_t>(&XxnpuLaunchCompiledKernel); },
-      "Address of the launcher Inductor's generated xxnpu kernels call (C ABI, version 1).");
+      "Address of the launcher Inductor's generated xxnpu kernels call (launch ABI version 2).");
   m.def(
       "_compiled_kernel_name",
       [](const std::string& name) { return reinterpret_cast<uintptr_t>(InternKernelName(name)); },

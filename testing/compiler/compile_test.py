@@ -180,6 +180,28 @@ def test_runs_on_the_current_stream(tmp_path):
     assert kernels[0]["args"]["stream"] == s.stream_id != torch.xxnpu.default_stream().stream_id
 
 
+def test_cpu_scalar_tensor_is_read_at_launch():
+    # Eager lets a 0-dim CPU tensor join xxnpu ones; Inductor passes its host pointer into
+    # the kernel. The launcher reads the value at launch (the kernel must not read host
+    # memory later, from the device thread): changing the tensor afterwards changes nothing.
+    x = torch.randn(64, device="xxnpu")
+    s = torch.tensor(2.0)
+    cf = torch.compile(lambda x, s: x * s + 1)
+    _close(cf(x, s), x.cpu() * 2 + 1)
+    torch.xxnpu.synchronize()
+    s.fill_(3.0)
+    _close(cf(x, s), x.cpu() * 3 + 1)
+
+
+def test_graph_on_the_second_device_stays_there():
+    # Inductor's generic allocation names no index; the wrapper adds it (else xxnpu:0).
+    x = torch.randn(64, device="xxnpu:1")
+    out = torch.compile(lambda x: x.exp() * 2)(x)
+    torch.xxnpu.synchronize(1)
+    assert out.device == torch.device("xxnpu", 1)
+    _close(out, x.cpu().exp() * 2)
+
+
 # ---------------------------------------------------------------- Dynamo: streams, events
 
 

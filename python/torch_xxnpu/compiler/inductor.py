@@ -39,7 +39,7 @@ _LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "int64_t"]
 
 # C++ appended to every xxnpu kernel's source (through the binding template's
 # extra_parse_arg hook, hence the doubled braces). The layout of XxnpuCompiledLaunch is the
-# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version).
+# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version 2).
 _LAUNCH_GLUE = textwrap.dedent(
     """
     #include <cstdint>
@@ -56,8 +56,16 @@ _LAUNCH_GLUE = textwrap.dedent(
         uint64_t bytes;
         const char* (*entry)(const uint64_t* args);
         const uint64_t* args;
-        const uint8_t* is_pointer;
+        const uint8_t* pointee_size;
     }};
+
+    template <typename T> static constexpr uint8_t xxnpu_pointee_size() {{
+        if constexpr (std::is_pointer_v<T>) {{
+            return static_cast<uint8_t>(sizeof(std::remove_pointer_t<T>));
+        }} else {{
+            return 0;
+        }}
+    }}
 
     template <typename T> static inline uint64_t xxnpu_pack(T value) {{
         uint64_t bits = 0;
@@ -103,10 +111,10 @@ _LAUNCH_GLUE = textwrap.dedent(
     template <typename... A>
     static PyObject* xxnpu_launch(uintptr_t launcher, uintptr_t name, int64_t bytes, A... a) {{
         const uint64_t args[] = {{xxnpu_pack(a)..., 0}};
-        const uint8_t is_pointer[] = {{static_cast<uint8_t>(std::is_pointer_v<A>)..., 0}};
-        const XxnpuCompiledLaunch launch{{1, static_cast<uint32_t>(sizeof...(A)),
+        const uint8_t pointee_size[] = {{xxnpu_pointee_size<A>()..., 0}};
+        const XxnpuCompiledLaunch launch{{2, static_cast<uint32_t>(sizeof...(A)),
             reinterpret_cast<const char*>(name), static_cast<uint64_t>(bytes),
-            &xxnpu_entry<A...>, args, is_pointer}};
+            &xxnpu_entry<A...>, args, pointee_size}};
         using Launcher = const char* (*)(const XxnpuCompiledLaunch*);
         if (const char* error = reinterpret_cast<Launcher>(launcher)(&launch)) {{
             throw std::runtime_error(error);
@@ -286,6 +294,15 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
                 if idx != 0:
                     self.writeline(f"{STREAM_NAME_TEMPLATE.format(stream_idx=idx)} = get_external_object_by_index({obj_idx})")
         return super().codegen_cuda_stream_enter(stream_idx)
+
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        # Inductor's generic allocation names the device type only and relies on a device
+        # guard to pick the index, which it writes only for GPU types: without the index a
+        # graph on xxnpu:1 would get its buffers on the current device.
+        if device.type == DEVICE and device.index is not None:
+            line = line.replace(f"device='{DEVICE}'", f"device='{DEVICE}:{device.index}'")
+        return line
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         # Inductor writes a plain call only for cpu/mps C++ kernels; ours is one too (the
