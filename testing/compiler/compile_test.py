@@ -202,6 +202,48 @@ def test_graph_on_the_second_device_stays_there():
     _close(out, x.cpu().exp() * 2)
 
 
+_SECOND_PROCESS = """
+import torch, torch_xxnpu
+from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile
+
+def f(x, y):
+    return ((x + y) * 2).relu() - y.sigmoid()
+
+x, y = torch.randn(1000, device="xxnpu"), torch.randn(1000, device="xxnpu")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    out = torch.compile(f)(x, y)
+    torch.xxnpu.synchronize()
+torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+print("hits", counters["inductor"]["fxgraph_cache_hit"], "kernels", kernels)
+"""
+
+
+def test_fx_graph_cache_hit_in_a_second_process_launches_the_cached_kernel(tmp_path):
+    # The wrapper Inductor caches must work in a process that never generated it: it
+    # imports the launcher glue and interns the kernel name again.
+    def f(x, y):
+        return ((x + y) * 2).relu() - y.sigmoid()
+
+    torch._dynamo.reset()
+    x, y = torch.randn(1000, device="xxnpu"), torch.randn(1000, device="xxnpu")
+    torch.compile(f)(x, y)  # same graph as the script's: fills this test's cache dir
+    torch.xxnpu.synchronize()
+    script = tmp_path / "second.py"
+    script.write_text(_SECOND_PROCESS)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    match = re.search(r"hits (\d+) kernels \[(.*)\]", done.stdout)
+    assert match, done.stdout
+    assert int(match.group(1)) == 1
+    assert GENERATED.match(match.group(2).strip("'")), match.group(2)
+
+
 # ---------------------------------------------------------------- Dynamo: streams, events
 
 
@@ -259,7 +301,8 @@ def test_cpp_compile_error_names_the_kernel_and_its_source():
     torch._dynamo.reset()
     x = torch.randn(8, device="xxnpu")
     with inductor_config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}):
-        with pytest.raises(Exception, match=r"xxnpu kernel cpp_fused_\w*relu\w* failed to compile \(source /\S+\.cpp\)"):
+        expected = r"xxnpu kernel cpp_fused_\w*relu\w* failed to compile \(source /\S+\.cpp\)"
+        with pytest.raises(Exception, match=expected):
             torch.compile(lambda x: torch.relu(x) + 1)(x)
 
 

@@ -13,16 +13,15 @@ things differ:
   threads, their stream order, and the fault recovery that turns a bad access into a
   sticky error. Parallelism comes from the device running streams concurrently; splitting
   one kernel's outer loop across compute threads is the next step (docs/compile.md).
-- Buffers are allocated with ``empty_strided(..., device='xxnpu')`` (Inductor's generic
-  path) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
+- Buffers are allocated with ``empty_strided(..., device='xxnpu:N')`` (Inductor's generic
+  path, plus the index) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
   they dispatch to the xxnpu kernels.
 """
 import contextlib
 import functools
 import textwrap
-from typing import Any, Sequence
+from typing import Sequence
 
-import torch
 from torch._inductor import config
 from torch._inductor.codecache import CppPythonBindingsCodeCache
 from torch._inductor.codegen.common import DeviceOpOverrides
@@ -292,7 +291,8 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
             self.writeline(f"{DEFAULT_STREAM} = torch.xxnpu.current_stream()")
             for idx, obj_idx in sorted(V.graph.scheduler.stream_idx_to_user_obj_idx.items()):
                 if idx != 0:
-                    self.writeline(f"{STREAM_NAME_TEMPLATE.format(stream_idx=idx)} = get_external_object_by_index({obj_idx})")
+                    stream_name = STREAM_NAME_TEMPLATE.format(stream_idx=idx)
+                    self.writeline(f"{stream_name} = get_external_object_by_index({obj_idx})")
         return super().codegen_cuda_stream_enter(stream_idx)
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
