@@ -11,6 +11,7 @@ void InitIpcBindings(pybind11::module_& m);
 void InitOpsBindings(pybind11::module_& m);
 void InitProfilerBindings(pybind11::module_& m);
 void InitDistributedBindings(pybind11::module_& m);
+void InitCompilerBindings(pybind11::module_& m);
 
 }  // namespace xxnpu
 

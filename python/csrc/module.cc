@@ -27,4 +27,5 @@ PYBIND11_MODULE(_C, m) {
   xxnpu::InitOpsBindings(m);
   xxnpu::InitProfilerBindings(m);
   xxnpu::InitDistributedBindings(m);
+  xxnpu::InitCompilerBindings(m);
 }

@@ -54,6 +54,10 @@ from torch_xxnpu import distributed  # noqa: E402
 
 distributed._register()  # torch.distributed's "xxccl" backend for xxnpu tensors
 
+from torch_xxnpu import compiler  # noqa: E402
+
+compiler.install()  # torch.compile: registers when Dynamo/Inductor are imported, not now
+
 
 def _install_on_demand_capture():
     """XXNPU_PROFILER_ON_DEMAND=1 (like Kineto's KINETO_USE_DAEMON=1) lets
@@ -70,4 +74,4 @@ def _install_on_demand_capture():
 
 _install_on_demand_capture()
 
-__all__ = ["__version__", "distributed", "ops"]
+__all__ = ["__version__", "compiler", "distributed", "ops"]

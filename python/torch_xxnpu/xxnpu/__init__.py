@@ -147,8 +147,22 @@ class device_of(device):
 
 def synchronize(device: _device_t = None) -> None:
     """Waits for all work on every stream of the device; raises a kernel's failure."""
+    if torch.compiler.is_compiling():
+        # Under Dynamo, the form it traces (torch.cuda.synchronize's handler): a
+        # synchronize_device node in the graph, not a graph break on the runtime call.
+        return torch.accelerator.synchronize(*_compile_device_arg(device))
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True, check=True) if device is not None else current_device())
+
+
+def _compile_device_arg(device: _device_t) -> tuple:
+    """torch.accelerator's device argument for Dynamo's stream/synchronize handlers (which
+    take a constant device, never None)."""
+    if device is None:
+        return ()
+    if isinstance(device, int):
+        return (torch.device("xxnpu", device),)
+    return (torch.device(device),)
 
 
 def get_device_name(device: _device_t = None) -> str:

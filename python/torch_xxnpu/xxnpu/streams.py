@@ -4,6 +4,7 @@
 (backed by the xxnpu DeviceGuardImpl), so they work with torch.accelerator, autograd
 and ``torch.Stream`` consumers unchanged.
 """
+import contextlib
 from typing import Any, Optional
 
 import torch
@@ -120,6 +121,9 @@ class Event(torch.Event):
 
 def current_stream(device=None) -> Stream:
     """The current stream of this thread on ``device`` (default: current device)."""
+    if torch.compiler.is_compiling():
+        # What Dynamo traces for torch.cuda.current_stream (its current-stream handler).
+        return torch.accelerator.current_stream(*_xxnpu._compile_device_arg(device))
     _xxnpu._lazy_init()
     return _wrap(_C._current_stream(_get_device_index(device, optional=True, check=True)))
 
@@ -169,4 +173,8 @@ class StreamContext:
 
 
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    if torch.compiler.is_compiling():
+        # Dynamo traces a torch.Stream used as a context manager (what torch.cuda.stream
+        # becomes in a graph); StreamContext's runtime calls would break the graph.
+        return contextlib.nullcontext() if stream is None else stream
     return StreamContext(stream)

@@ -1,0 +1,400 @@
+"""Inductor's backend for xxnpu: the C++ (CPU) codegen, run as device kernels.
+
+Inductor generates, compiles and loads each fused kernel exactly as for the CPU; three
+things differ:
+- The kernel's Python binding does not call it. It packs the arguments (tensors' data
+  pointers, sizes) and hands them to ``torch_xxnpu._C``'s compiled-kernel launcher, which
+  enqueues one device kernel on the current xxnpu stream of the tensors' device, named
+  after the Inductor kernel, with the bytes it moves. On the device thread the pointers go
+  through ``DeviceView`` and the kernel runs; the host never dereferences device memory.
+  Errors the kernel throws become the stream's sticky error, naming the kernel.
+- Kernels are generated single-threaded (``cpp.threads = 1`` while xxnpu code is
+  generated): an OpenMP team inside a device kernel would run outside the device's compute
+  threads, their stream order, and the fault recovery that turns a bad access into a
+  sticky error. Parallelism comes from the device running streams concurrently; splitting
+  one kernel's outer loop across compute threads is the next step (docs/compile.md).
+- Buffers are allocated with ``empty_strided(..., device='xxnpu:N')`` (Inductor's generic
+  path, plus the index) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
+  they dispatch to the xxnpu kernels.
+"""
+import contextlib
+import functools
+import textwrap
+from typing import Sequence
+
+from torch._inductor import config
+from torch._inductor.codecache import CppPythonBindingsCodeCache
+from torch._inductor.codegen.common import DeviceOpOverrides
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+DEVICE = "xxnpu"
+
+# Arguments the wrapper binds before the kernel's own: the launcher's address, the interned
+# kernel name, the bytes the kernel reads and writes.
+_LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "int64_t"]
+
+# C++ appended to every xxnpu kernel's source (through the binding template's
+# extra_parse_arg hook, hence the doubled braces). The layout of XxnpuCompiledLaunch is the
+# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version 2).
+_LAUNCH_GLUE = textwrap.dedent(
+    """
+    #include <cstdint>
+    #include <cstring>
+    #include <stdexcept>
+    #include <string>
+    #include <type_traits>
+    #include <utility>
+
+    struct XxnpuCompiledLaunch {{
+        uint32_t abi_version;
+        uint32_t nargs;
+        const char* name;
+        uint64_t bytes;
+        const char* (*entry)(const uint64_t* args);
+        const uint64_t* args;
+        const uint8_t* pointee_size;
+    }};
+
+    template <typename T> static constexpr uint8_t xxnpu_pointee_size() {{
+        if constexpr (std::is_pointer_v<T>) {{
+            return static_cast<uint8_t>(sizeof(std::remove_pointer_t<T>));
+        }} else {{
+            return 0;
+        }}
+    }}
+
+    template <typename T> static inline uint64_t xxnpu_pack(T value) {{
+        uint64_t bits = 0;
+        if constexpr (std::is_pointer_v<T>) {{
+            bits = reinterpret_cast<uintptr_t>(value);
+        }} else {{
+            static_assert(sizeof(T) <= sizeof(bits), "kernel scalar wider than 8 bytes");
+            std::memcpy(&bits, &value, sizeof(T));
+        }}
+        return bits;
+    }}
+
+    template <typename T> static inline T xxnpu_unpack(uint64_t bits) {{
+        if constexpr (std::is_pointer_v<T>) {{
+            return reinterpret_cast<T>(static_cast<uintptr_t>(bits));
+        }} else {{
+            T value;
+            std::memcpy(&value, &bits, sizeof(T));
+            return value;
+        }}
+    }}
+
+    template <typename... A, size_t... I>
+    static inline void xxnpu_call(const uint64_t* args, std::index_sequence<I...>) {{
+        kernel(xxnpu_unpack<A>(args[I])...);
+    }}
+
+    // Runs on the device thread with device-visible pointers; never lets an exception
+    // cross into the runtime: it returns the message instead.
+    template <typename... A> static const char* xxnpu_entry(const uint64_t* args) {{
+        try {{
+            xxnpu_call<A...>(args, std::index_sequence_for<A...>{{}});
+            return nullptr;
+        }} catch (const std::exception& e) {{
+            thread_local std::string message;
+            message = e.what();
+            return message.c_str();
+        }} catch (...) {{
+            return "the generated kernel threw a non-standard exception";
+        }}
+    }}
+
+    template <typename... A>
+    static PyObject* xxnpu_launch(uintptr_t launcher, uintptr_t name, int64_t bytes, A... a) {{
+        const uint64_t args[] = {{xxnpu_pack(a)..., 0}};
+        const uint8_t pointee_size[] = {{xxnpu_pointee_size<A>()..., 0}};
+        const XxnpuCompiledLaunch launch{{2, static_cast<uint32_t>(sizeof...(A)),
+            reinterpret_cast<const char*>(name), static_cast<uint64_t>(bytes),
+            &xxnpu_entry<A...>, args, pointee_size}};
+        using Launcher = const char* (*)(const XxnpuCompiledLaunch*);
+        if (const char* error = reinterpret_cast<Launcher>(launcher)(&launch)) {{
+            throw std::runtime_error(error);
+        }}
+        Py_RETURN_NONE;
+    }}
+    """
+)
+
+
+class XxnpuKernelCodeCache(CppPythonBindingsCodeCache):
+    """Inductor's C++ kernel cache with a binding that launches instead of calling."""
+
+    cache: dict = {}
+    call_entry_function = "return xxnpu_launch({});"
+    extra_parse_arg = _LAUNCH_GLUE
+
+    @staticmethod
+    def cache_clear() -> None:
+        XxnpuKernelCodeCache.cache.clear()
+
+
+@functools.lru_cache(None)
+def _launcher_address() -> int:
+    from torch_xxnpu import _C
+
+    return _C._compiled_kernel_launcher()
+
+
+def _bind(kernel, name: str, nbytes: int):
+    from torch_xxnpu import _C
+
+    return functools.partial(kernel, _launcher_address(), _C._compiled_kernel_name(name), int(nbytes))
+
+
+def device_kernel(name: str, nbytes: int, argtypes: Sequence[str], source: str):
+    """What the generated wrapper calls to define an xxnpu kernel: compiles (or finds) the
+    kernel and returns a callable ``kernel(*args)`` that launches it. Compiled in a worker
+    pool when Inductor has one, like the CPU's kernels."""
+    from torch._inductor.async_compile import AsyncCompile, get_compile_threads
+    from torch._inductor.codecache import LambdaFuture
+
+    argtypes = _LAUNCH_ARGTYPES + list(argtypes)
+    if get_compile_threads() <= 1:
+        with _naming_kernel_on_compile_error(name):
+            return _bind(XxnpuKernelCodeCache.load_pybinding(argtypes, source, device_type="cpu"), name, nbytes)
+    with _naming_kernel_on_compile_error(name):
+        get_result = XxnpuKernelCodeCache.load_pybinding_async(
+            argtypes, source, device_type="cpu", submit_fn=AsyncCompile().submit
+        )
+
+    def result():
+        with _naming_kernel_on_compile_error(name):
+            return _bind(get_result(), name, nbytes)
+
+    return LambdaFuture(result)
+
+
+def _compile_error_class():
+    from torch._inductor.exc import CppCompileError
+
+    class XxnpuKernelCompileError(CppCompileError):
+        """CppCompileError whose message starts with the Inductor kernel's name and source
+        file (the generated function itself is called ``kernel``)."""
+
+        def __init__(self, cmd, output, kernel_name: str = "", source: str = "") -> None:
+            super().__init__(cmd, output)
+            self.kernel_name, self.source = kernel_name, source
+            self.args = (f"xxnpu kernel {kernel_name} failed to compile (source {source})\n{self.args[0]}",)
+
+        def __reduce__(self):
+            return (XxnpuKernelCompileError, (self.cmd, self.output, self.kernel_name, self.source))
+
+    return XxnpuKernelCompileError
+
+
+@contextlib.contextmanager
+def _naming_kernel_on_compile_error(name: str):
+    from torch._inductor.exc import CppCompileError
+
+    try:
+        yield
+    except CppCompileError as e:
+        if isinstance(e, XxnpuKernelCompileError):
+            raise
+        words = e.cmd if isinstance(e.cmd, (list, tuple)) else str(e.cmd).split()
+        sources = [w for w in words if w.endswith(".cpp")]
+        raise XxnpuKernelCompileError(e.cmd, e.output, name, sources[0] if sources else "(unknown)") from e
+
+
+XxnpuKernelCompileError = _compile_error_class()
+
+
+def _kernel_bytes(nodes) -> int:
+    """Bytes the kernel reads and writes, as Inductor counts them (size hints for dynamic
+    shapes: the profiler's bandwidth figure, not a correctness input)."""
+    total = 0
+    for node in nodes:
+        try:
+            total += int(V.graph.sizevars.optimization_hint(node.get_read_write_buffers_sizes(), fallback=0))
+        except Exception:  # a size Inductor cannot estimate leaves the figure out, not the kernel
+            pass
+    return total
+
+
+def _single_threaded():
+    return config.patch({"cpp.threads": 1, "cpp.dynamic_threads": False})
+
+
+class XxnpuScheduling(CppScheduling):
+    """CppScheduling generating single-threaded kernels, with the byte count of each."""
+
+    def codegen_node(self, node) -> None:
+        with _single_threaded():
+            super().codegen_node(node)
+
+    def codegen_template(self, *args, **kwargs):
+        with _single_threaded():
+            return super().codegen_template(*args, **kwargs)
+
+    def flush(self) -> None:
+        with _single_threaded():
+            super().flush()
+
+    def define_kernel(self, src_code, nodes, kernel_args=None):
+        # The wrapper dedupes kernels by source across devices: the marker line keeps an
+        # xxnpu kernel from reusing a CPU kernel of the same source (called directly, on
+        # host memory) in a graph that has both.
+        src_code = f"{src_code}\n// xxnpu device kernel\n"
+        wrapper = V.graph.wrapper_code
+        wrapper._xxnpu_pending_bytes = _kernel_bytes(nodes)
+        try:
+            return super().define_kernel(src_code, nodes, kernel_args)
+        finally:
+            wrapper._xxnpu_pending_bytes = None
+
+
+class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
+    """Python wrapper whose C++ kernels are xxnpu device kernels (see device_kernel)."""
+
+    _CPU_BINDING = "async_compile.cpp_pybinding("
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            # Subgraphs (control flow) reuse the parent's kernels: Inductor's own subclass.
+            from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
+
+            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return XxnpuPythonWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.writeline("from torch_xxnpu.compiler.inductor import device_kernel as xxnpu_device_kernel")
+
+    def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
+        # Only kernels XxnpuScheduling is defining right now (a CPU kernel of the same
+        # graph keeps Inductor's direct call).
+        nbytes = getattr(self, "_xxnpu_pending_bytes", None)
+        if nbytes is not None and not gpu and kernel_body.startswith(self._CPU_BINDING):
+            kernel_body = (
+                f"xxnpu_device_kernel({kernel_name!r}, {nbytes}, " + kernel_body[len(self._CPU_BINDING):]
+            )
+        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+    def codegen_cuda_stream_enter(self, stream_idx: int):
+        # Inductor names the graph's streams (default_stream, stream1, ...) in the device
+        # guard it writes only for GPU device types (utils.device_need_guard); a C++-codegen
+        # device gets no guard, so the names are defined here, before the first switch.
+        if not getattr(self, "_xxnpu_streams_defined", False):
+            self._xxnpu_streams_defined = True
+            from torch._inductor.stream_constants import DEFAULT_STREAM, STREAM_NAME_TEMPLATE
+
+            self.imports.writeline("from torch._dynamo.graph_bytecode_inputs import get_external_object_by_index")
+            self.writeline(f"{DEFAULT_STREAM} = torch.xxnpu.current_stream()")
+            for idx, obj_idx in sorted(V.graph.scheduler.stream_idx_to_user_obj_idx.items()):
+                if idx != 0:
+                    stream_name = STREAM_NAME_TEMPLATE.format(stream_idx=idx)
+                    self.writeline(f"{stream_name} = get_external_object_by_index({obj_idx})")
+        return super().codegen_cuda_stream_enter(stream_idx)
+
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        # Inductor's generic allocation names the device type only and relies on a device
+        # guard to pick the index, which it writes only for GPU types: without the index a
+        # graph on xxnpu:1 would get its buffers on the current device.
+        if device.type == DEVICE and device.index is not None:
+            line = line.replace(f"device='{DEVICE}'", f"device='{DEVICE}:{device.index}'")
+        return line
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        # Inductor writes a plain call only for cpu/mps C++ kernels; ours is one too (the
+        # binding launches it on the current stream).
+        device = device or V.graph.get_current_device_or_throw()
+        if not triton and device.type == DEVICE:
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+class XxnpuCppWrapperUnsupported(CppWrapperCpu):
+    """Stands where Inductor looks for the cpp_wrapper codegen: CppWrapperCpu would call
+    each kernel directly on the host thread with device pointers. The C++ wrapper needs the
+    same launch as the Python one (docs/compile.md, "Not yet")."""
+
+    @staticmethod
+    def create(*args, **kwargs):
+        raise NotImplementedError(
+            "torch.compile on xxnpu: cpp_wrapper=True (and AOTInductor) is not supported yet; "
+            "the default Python wrapper is (docs/compile.md)"
+        )
+
+
+class XxnpuDeviceOpOverrides(DeviceOpOverrides):
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return f"from torch_xxnpu.compiler.dynamo import _raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.xxnpu.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.xxnpu.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.xxnpu.device({device_idx})"
+
+    def cpp_kernel_type(self) -> str:
+        return "void*"
+
+
+def _treat_xxnpu_nodes_as_cpp_codegen() -> None:
+    """Inductor's scheduler asks ``node.is_cpu()`` in exactly three places (torch 2.13:
+    loop index inversion, loop reordering, pointwise reindexing during fusion), each meaning
+    "this node is generated by the C++ codegen, skip the Triton-only transformation". For a
+    device on the C++ codegen the answer must be True, or fusion hands the C++ kernel
+    Triton-shaped groups and fails (a TypeError in _try_reindex_pointwise_for_reduction).
+    The clean fix upstream is to ask the node's backend (BackendFeature) instead."""
+    from torch._inductor import scheduler
+
+    base = scheduler.BaseSchedulerNode
+    if getattr(base.is_cpu, "_xxnpu", False):
+        return
+    original = base.is_cpu
+
+    def is_cpu(self) -> bool:
+        if original(self):
+            return True
+        device = self.get_device()
+        return device is not None and device.type == DEVICE
+
+    is_cpu._xxnpu = True
+    base.is_cpu = is_cpu
+
+
+def _flush_before_deviceless_extern_nodes() -> None:
+    """The C++ scheduling batches consecutive kernels and writes them at the next flush;
+    the scheduler flushes before an extern node only when the node has a device. Stream
+    and event ops (record_event, wait_event, ...) have none, so a batched kernel was written
+    after them, and after the ``del`` of its inputs (UnboundLocalError at run time; wrong
+    stream order in principle). No CPU graph has such nodes; an xxnpu one does. Upstream,
+    the fix is one condition in Scheduler._codegen: flush when ``node.is_extern()`` also
+    for device-less nodes."""
+    from torch._inductor import scheduler
+
+    cls = scheduler.Scheduler
+    if getattr(cls.codegen_extern_call, "_xxnpu", False):
+        return
+    original = cls.codegen_extern_call
+
+    def codegen_extern_call(self, node):
+        if node.get_device() is None:
+            self.flush()
+        return original(self, node)
+
+    codegen_extern_call._xxnpu = True
+    cls.codegen_extern_call = codegen_extern_call
+
+
+def register(common) -> None:
+    """Registers the backend with torch._inductor.codegen.common (given as ``common``)."""
+    _treat_xxnpu_nodes_as_cpp_codegen()
+    _flush_before_deviceless_extern_nodes()
+    common.register_backend_for_device(DEVICE, XxnpuScheduling, XxnpuPythonWrapperCodegen, XxnpuCppWrapperUnsupported)
+    common.register_device_op_overrides(DEVICE, XxnpuDeviceOpOverrides())

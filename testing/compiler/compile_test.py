@@ -1,0 +1,316 @@
+"""torch.compile on xxnpu (python/torch_xxnpu/compiler/, docs/compile.md): the default
+Inductor backend against CPU eager, kernels as device kernels in the profiler, Dynamo's
+view of torch.xxnpu streams/events/synchronize, and how failures are reported.
+
+Inductor's C++ compile is slow here (seconds per kernel on two cores), so the cases are
+few and small, and each compiles once. Inductor's caches go to a directory private to this
+test (set before Inductor is imported), so a run neither reads nor pollutes the user's.
+The target runs with XXNPU_STRICT_MEMORY=1 (BUILD): a generated kernel that touched device
+memory from the host thread would fault, not pass.
+"""
+import json
+import os
+import re
+import tempfile
+
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="xxnpu_compile_test_")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch_xxnpu  # noqa: E402,F401
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import torch._dynamo  # noqa: E402
+import torch._dynamo.testing  # noqa: E402
+import torch._inductor.config as inductor_config  # noqa: E402
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+GENERATED = re.compile(r"cpp_fused_\w+_\d+$")
+
+
+def _close(actual, expected, **kw):
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4, **kw)
+
+
+def _device_kernels(prof):
+    """Device kernel events of a capture, in order (names and bytes)."""
+    return [
+        e for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.PrivateUse1 and not e.name.startswith(("Memcpy", "Memset"))
+    ]
+
+
+def _trace_kernels(prof, tmp_path):
+    """Device kernel events of a capture's chrome trace (with their args)."""
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    with open(path) as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+
+
+@pytest.fixture(autouse=True)
+def clean_device():
+    torch.xxnpu.set_device(0)
+    torch.xxnpu.synchronize()
+    yield
+    torch.xxnpu.synchronize()
+
+
+def test_strict_memory_is_on():
+    # What makes every case below also a check that the host never reads device memory.
+    assert os.environ.get("XXNPU_STRICT_MEMORY") == "1"
+    assert torch.xxnpu.get_device_properties(0).strict_memory
+
+
+def test_elementwise_chain_is_one_device_kernel_named_after_inductor():
+    def f(x, y):
+        return ((x + y) * 2).relu() - y.sigmoid()
+
+    x, y = torch.randn(1000), torch.randn(1000)
+    xd, yd = x.to("xxnpu"), y.to("xxnpu")
+    cf = torch.compile(f)
+    _close(cf(xd, yd), f(x, y))  # compiles
+    torch.xxnpu.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        out = cf(xd, yd)
+        torch.xxnpu.synchronize()
+    _close(out, f(x, y))
+    kernels = _device_kernels(prof)
+    assert [bool(GENERATED.match(k.name)) for k in kernels] == [True], [k.name for k in kernels]
+    assert kernels[0].name.startswith("cpp_fused_")
+    assert kernels[0].device_time_total > 0
+    # The wrapper allocated the output on the device (no CPU buffer, no copy).
+    assert out.device == torch.device("xxnpu", 0)
+
+
+def test_kernel_trace_args_carry_bytes(tmp_path):
+    def f(x):
+        return x * 3 + 1
+
+    x = torch.randn(4096, device="xxnpu")
+    cf = torch.compile(f)
+    cf(x)
+    torch.xxnpu.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        cf(x)
+        torch.xxnpu.synchronize()
+    kernels = _trace_kernels(prof, tmp_path)
+    assert len(kernels) == 1 and GENERATED.match(kernels[0]["name"]), kernels
+    # Inductor's count: one float32 read and one write of 4096 elements.
+    assert kernels[0]["args"]["bytes"] == 2 * 4096 * 4
+    assert kernels[0]["args"]["stream"] == torch.xxnpu.current_stream().stream_id
+
+
+def test_reduction_and_softmax_match_cpu():
+    def f(x):
+        return x.sum(1) + x.amax(1), torch.softmax(x, -1)
+
+    x = torch.randn(37, 129)
+    got = torch.compile(f)(x.to("xxnpu"))
+    want = f(x)
+    _close(got[0], want[0])
+    _close(got[1], want[1])
+
+
+def test_matmul_with_epilogue_runs_the_xxnpu_mm_kernel():
+    def f(a, b, c):
+        return torch.relu(a @ b + c) * 0.5
+
+    a, b, c = torch.randn(64, 32), torch.randn(32, 48), torch.randn(48)
+    args = [t.to("xxnpu") for t in (a, b, c)]
+    cf = torch.compile(f)
+    cf(*args)
+    torch.xxnpu.synchronize()
+    torch_xxnpu.ops.reset_fallback_counts()
+    with profile(activities=ACTIVITIES) as prof:
+        out = cf(*args)
+        torch.xxnpu.synchronize()
+    _close(out, f(a, b, c))
+    names = [k.name for k in _device_kernels(prof)]
+    # The matmul is Inductor's extern kernel, dispatched to the xxnpu ATen kernel (not the
+    # CPU fallback); the epilogue is a generated kernel after it on the same stream.
+    assert any(n.startswith("xxnpu::") and "mm" in n for n in names), names
+    assert any(GENERATED.match(n) for n in names), names
+    assert torch_xxnpu.ops.fallback_counts() == {}
+
+
+def test_mlp_forward_and_backward_match_cpu():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    dev = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("xxnpu")
+    x = torch.randn(12, 16)
+    torch.compile(dev)(x.to("xxnpu")).square().mean().backward()
+    cpu(x).square().mean().backward()
+    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+        _close(q.grad, p.grad, msg=name)
+
+
+def test_dynamic_shapes_compile_once_for_two_sizes():
+    def f(x):
+        return (x * 3).sin().sum() + x.mean()
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    cf = torch.compile(f, backend=counter, dynamic=True)
+    for n in (10, 1037):
+        x = torch.randn(n)
+        _close(cf(x.to("xxnpu")), f(x))
+    assert counter.frame_count == 1
+
+
+def test_runs_on_the_current_stream(tmp_path):
+    def f(x):
+        return x.cos() + 1
+
+    x = torch.randn(256, device="xxnpu")
+    cf = torch.compile(f)
+    cf(x)
+    s = torch.xxnpu.Stream()
+    s.wait_stream(torch.xxnpu.current_stream())
+    with profile(activities=ACTIVITIES) as prof:
+        with torch.xxnpu.stream(s):
+            out = cf(x)
+        torch.xxnpu.current_stream().wait_stream(s)
+        torch.xxnpu.synchronize()
+    _close(out, x.cpu().cos() + 1)
+    kernels = _trace_kernels(prof, tmp_path)
+    assert [GENERATED.match(k["name"]) is not None for k in kernels] == [True], kernels
+    assert kernels[0]["args"]["stream"] == s.stream_id != torch.xxnpu.default_stream().stream_id
+
+
+def test_cpu_scalar_tensor_is_read_at_launch():
+    # Eager lets a 0-dim CPU tensor join xxnpu ones; Inductor passes its host pointer into
+    # the kernel. The launcher reads the value at launch (the kernel must not read host
+    # memory later, from the device thread): changing the tensor afterwards changes nothing.
+    x = torch.randn(64, device="xxnpu")
+    s = torch.tensor(2.0)
+    cf = torch.compile(lambda x, s: x * s + 1)
+    _close(cf(x, s), x.cpu() * 2 + 1)
+    torch.xxnpu.synchronize()
+    s.fill_(3.0)
+    _close(cf(x, s), x.cpu() * 3 + 1)
+
+
+def test_graph_on_the_second_device_stays_there():
+    # Inductor's generic allocation names no index; the wrapper adds it (else xxnpu:0).
+    x = torch.randn(64, device="xxnpu:1")
+    out = torch.compile(lambda x: x.exp() * 2)(x)
+    torch.xxnpu.synchronize(1)
+    assert out.device == torch.device("xxnpu", 1)
+    _close(out, x.cpu().exp() * 2)
+
+
+_SECOND_PROCESS = """
+import torch, torch_xxnpu
+from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile
+
+def f(x, y):
+    return ((x + y) * 2).relu() - y.sigmoid()
+
+x, y = torch.randn(1000, device="xxnpu"), torch.randn(1000, device="xxnpu")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    out = torch.compile(f)(x, y)
+    torch.xxnpu.synchronize()
+torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+print("hits", counters["inductor"]["fxgraph_cache_hit"], "kernels", kernels)
+"""
+
+
+def test_fx_graph_cache_hit_in_a_second_process_launches_the_cached_kernel(tmp_path):
+    # The wrapper Inductor caches must work in a process that never generated it: it
+    # imports the launcher glue and interns the kernel name again.
+    def f(x, y):
+        return ((x + y) * 2).relu() - y.sigmoid()
+
+    torch._dynamo.reset()
+    x, y = torch.randn(1000, device="xxnpu"), torch.randn(1000, device="xxnpu")
+    torch.compile(f)(x, y)  # same graph as the script's: fills this test's cache dir
+    torch.xxnpu.synchronize()
+    script = tmp_path / "second.py"
+    script.write_text(_SECOND_PROCESS)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    match = re.search(r"hits (\d+) kernels \[(.*)\]", done.stdout)
+    assert match, done.stdout
+    assert int(match.group(1)) == 1
+    assert GENERATED.match(match.group(2).strip("'")), match.group(2)
+
+
+# ---------------------------------------------------------------- Dynamo: streams, events
+
+
+def _stream_code(x, s):
+    torch.xxnpu.synchronize()
+    cur = torch.xxnpu.current_stream()
+    s.wait_stream(cur)
+    with torch.xxnpu.stream(s):
+        y = x * 2
+    e = torch.xxnpu.Event()
+    e.record(s)
+    cur.wait_event(e)
+    return y + 1
+
+
+def test_streams_events_and_synchronize_trace_without_graph_breaks():
+    torch._dynamo.reset()
+    x = torch.randn(64, device="xxnpu")
+    s = torch.xxnpu.Stream()
+    out = torch.compile(_stream_code, fullgraph=True)(x, s)  # fullgraph: a break raises
+    torch.xxnpu.synchronize()
+    _close(out, x.cpu() * 2 + 1)
+
+
+def test_device_interface_is_registered():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("xxnpu")
+    assert get_interface_for_device("xxnpu:1") is iface
+    assert issubclass(iface.Stream, torch.Stream) and issubclass(iface.Event, torch.Event)
+    assert iface.device_count() == torch.xxnpu.device_count()
+    assert iface.current_stream() == torch.xxnpu.current_stream()
+    assert iface.get_raw_stream(0) == torch.xxnpu.current_stream().native_handle
+    assert iface.Worker.get_device_properties("xxnpu:0").name == torch.xxnpu.get_device_name(0)
+
+
+# ---------------------------------------------------------------- failures
+
+
+def test_failing_generated_kernel_is_a_sticky_error_naming_it():
+    def f(x, i):
+        return x[i] * 2
+
+    x = torch.randn(4, device="xxnpu")
+    cf = torch.compile(f)
+    _close(cf(x, torch.tensor([0, 3], device="xxnpu")), x.cpu()[[0, 3]] * 2)
+    cf(x, torch.tensor([0, 7], device="xxnpu"))  # returns at once; the device finds it
+    with pytest.raises(RuntimeError, match=r"kernel 'cpp_fused_\w+' failed on xxnpu:0 .*index out of bounds"):
+        torch.xxnpu.synchronize()
+    torch.xxnpu.synchronize()  # reported once; the device goes on
+    _close(cf(x, torch.tensor([1], device="xxnpu")), x.cpu()[[1]] * 2)
+
+
+def test_cpp_compile_error_names_the_kernel_and_its_source():
+    torch._dynamo.reset()
+    x = torch.randn(8, device="xxnpu")
+    with inductor_config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}):
+        expected = r"xxnpu kernel cpp_fused_\w*relu\w* failed to compile \(source /\S+\.cpp\)"
+        with pytest.raises(Exception, match=expected):
+            torch.compile(lambda x: torch.relu(x) + 1)(x)
+
+
+def test_cpp_wrapper_is_refused_with_a_clear_error():
+    # CppWrapperCpu would call the kernels on the host with device pointers; until the C++
+    # wrapper launches them (docs/compile.md), it is refused before anything is generated.
+    torch._dynamo.reset()
+    x = torch.randn(8, device="xxnpu")
+    with inductor_config.patch({"cpp_wrapper": True}):
+        with pytest.raises(Exception, match=r"cpp_wrapper=True \(and AOTInductor\) is not supported yet"):
+            torch.compile(lambda x: x.sin() + 2)(x)
