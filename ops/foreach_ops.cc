@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/ops/_foreach_abs_native.h>
@@ -138,6 +139,21 @@ struct PowOp {
   template <typename T> T operator()(T a, T b) const { return std::pow(a, b); }
 };
 
+// The operand checks an op makes before any work (the CPU's per-tensor sub refuses bool
+// operands): none, but for sub.
+template <typename Op>
+void CheckScalars(at::TensorList, at::ArrayRef<at::Scalar>) {}
+template <>
+void CheckScalars<SubOp>(at::TensorList self, at::ArrayRef<at::Scalar> s) {
+  for (size_t i = 0; i < self.size(); ++i) at::native::sub_check(self[i], s.size() == 1 ? s[0] : s[i]);
+}
+template <typename Op>
+void CheckPairs(at::TensorList, at::TensorList) {}
+template <>
+void CheckPairs<SubOp>(at::TensorList self, at::TensorList other) {
+  for (size_t i = 0; i < self.size(); ++i) at::native::sub_check(self[i], other[i]);
+}
+
 // ------------------------------------------------------------------ binary: list op scalar
 
 template <typename Op>
@@ -203,6 +219,7 @@ void DeviceScalarKernel(const char* name, at::TensorList self, at::TensorList ou
 #define XXNPU_FOREACH_BINARY_SCALAR(OP, OPNAME, SLOW, PROMOTES)                                             \
   std::vector<at::Tensor> OP##Scalar(at::TensorList self, const at::Scalar& s) {                           \
     check_foreach_api_restrictions(self);                                                                  \
+    CheckScalars<OP##Op>(self, s);                                                                         \
     if (!FastRoute({self}, {s}, PROMOTES)) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow(self, s); \
     auto out = EmptyLike(self);                                                                            \
     ScalarKernel<OP##Op>("xxnpu::foreach_" OPNAME, self, out, s);                                          \
@@ -210,11 +227,13 @@ void DeviceScalarKernel(const char* name, at::TensorList self, at::TensorList ou
   }                                                                                                        \
   void OP##Scalar_(at::TensorList self, const at::Scalar& s) {                                             \
     check_foreach_api_restrictions(self);                                                                  \
+    CheckScalars<OP##Op>(self, s);                                                                         \
     if (!FastRoute({self}, {s}, PROMOTES)) return at::native::foreach_tensor_##SLOW##_scalar_kernel_slow_(self, s); \
     ScalarKernel<OP##Op>("xxnpu::foreach_" OPNAME, self, self, s);                                         \
   }                                                                                                        \
   std::vector<at::Tensor> OP##ScalarList(at::TensorList self, at::ArrayRef<at::Scalar> s) {                \
     check_foreach_api_restrictions(self, s);                                                               \
+    CheckScalars<OP##Op>(self, s);                                                                         \
     if (!FastRoute({self}, s, PROMOTES)) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow(self, s); \
     auto out = EmptyLike(self);                                                                            \
     ScalarListKernel<OP##Op>("xxnpu::foreach_" OPNAME, self, out, s);                                      \
@@ -222,6 +241,7 @@ void DeviceScalarKernel(const char* name, at::TensorList self, at::TensorList ou
   }                                                                                                        \
   void OP##ScalarList_(at::TensorList self, at::ArrayRef<at::Scalar> s) {                                  \
     check_foreach_api_restrictions(self, s);                                                               \
+    CheckScalars<OP##Op>(self, s);                                                                         \
     if (!FastRoute({self}, s, PROMOTES)) return at::native::foreach_tensor_##SLOW##_scalarlist_kernel_slow_(self, s); \
     ScalarListKernel<OP##Op>("xxnpu::foreach_" OPNAME, self, self, s);                                     \
   }
@@ -244,6 +264,7 @@ void DeviceScalarKernel(const char* name, at::TensorList self, at::TensorList ou
 #define XXNPU_FOREACH_BINARY_ALPHA_LIST(OP, OPNAME)                                                         \
   std::vector<at::Tensor> OP##List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {   \
     check_foreach_api_restrictions(self, other);                                                           \
+    CheckPairs<OP##Op>(self, other);                                                                       \
     if (!FastRoute({self, other}, alpha)) return at::native::foreach_tensor_##OPNAME##_list_kernel_slow(self, other, alpha); \
     auto out = EmptyLike(self);                                                                            \
     ListKernel<OP##Op>("xxnpu::foreach_" #OPNAME, self, other, out, alpha);                                \
@@ -251,6 +272,7 @@ void DeviceScalarKernel(const char* name, at::TensorList self, at::TensorList ou
   }                                                                                                        \
   void OP##List_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {                     \
     check_foreach_api_restrictions(self, other);                                                           \
+    CheckPairs<OP##Op>(self, other);                                                                       \
     if (!FastRoute({self, other}, alpha)) return at::native::foreach_tensor_##OPNAME##_list_kernel_slow_(self, other, alpha); \
     ListKernel<OP##Op>("xxnpu::foreach_" #OPNAME, self, other, self, alpha);                               \
   }

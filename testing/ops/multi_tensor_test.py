@@ -401,3 +401,51 @@ def test_clip_grad_norm_matches_cpu(norm_type, tmp_path):
     names = [k["name"] for k in _kernel_events(
         lambda: torch.nn.utils.clip_grad_norm_(ps, 1.0, norm_type=norm_type, foreach=True), tmp_path)]
     assert names.count("xxnpu::foreach_norm") == 1 and names.count("xxnpu::foreach_mul") == 1, names
+
+
+# ---------------------------------------------------------------- PyTorch's foreach samples
+
+def _foreach_opinfos():
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    ours = {"add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "pow", "neg", "sqrt", "rsqrt",
+            "reciprocal", "abs", "exp", "log", "zero", "addcmul", "addcdiv", "lerp", "norm"}
+    dbs = [cmi.foreach_unary_op_db, cmi.foreach_binary_op_db, cmi.foreach_pointwise_op_db, cmi.foreach_reduce_op_db,
+           cmi.foreach_other_op_db]
+    return [op for db in dbs for op in db if op.name.removeprefix("_foreach_") in ours]
+
+
+def _move(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_move(v, device) for v in x)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("opinfo", _foreach_opinfos(), ids=lambda o: o.name)
+def test_pytorch_foreach_samples_match_cpu(opinfo, dtype):
+    """PyTorch's own foreach OpInfo samples (every overload's argument shapes: scalars of each
+    Python type, scalar lists, lists, 0-dim tensors, alpha), functional and in-place."""
+    samples = list(opinfo.sample_inputs("cpu", dtype))
+    assert samples
+    for sample in samples:
+        for variant in (opinfo.op, opinfo.inplace_variant):
+            if variant is None:
+                continue
+            cpu_in, dev_in = _move(sample.input, "cpu"), _move(sample.input, "xxnpu")
+            cpu_in = [t.clone() for t in cpu_in]
+            try:
+                ref = variant(cpu_in, *sample.args, **sample.kwargs)
+            except Exception as e:  # the CPU refuses it: so must xxnpu
+                with pytest.raises(type(e)):
+                    variant(dev_in, *_move(sample.args, "xxnpu"), **sample.kwargs)
+                continue
+            out = variant(dev_in, *_move(sample.args, "xxnpu"), **sample.kwargs)
+            got, want = (dev_in, cpu_in) if variant is opinfo.inplace_variant else (out, ref)
+            # bf16: the CPU rounds some intermediates (alpha * other) to bf16 where xxnpu keeps
+            # float32, an ulp at the operands' magnitude (up to 8 here).
+            tol = dict(rtol=1.6e-2, atol=3.2e-2) if dtype == torch.bfloat16 else _tol(dtype)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a.cpu(), b, **tol, equal_nan=True, check_dtype=True)
