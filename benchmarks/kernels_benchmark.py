@@ -251,6 +251,7 @@ def cases() -> List[Case]:
     c.append(Case("optimizer", "SGD momentum", optimizer_case(torch.optim.SGD, momentum=0.9), 5, dtypes=("float32",)))
     c.append(Case("optimizer", "Adam", optimizer_case(torch.optim.Adam), 7, dtypes=("float32",)))
     c.append(Case("optimizer", "AdamW", optimizer_case(torch.optim.AdamW), 7, dtypes=("float32",)))
+    c.append(Case("optimizer", "AdamW fused", optimizer_case(torch.optim.AdamW, fused=True), 7, dtypes=("float32",)))
     return c
 
 

@@ -119,17 +119,52 @@ void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, u
   }, KernelCost{0, flops_per_element});
 }
 
+namespace elementwise_detail {
+
+// op(x1[i], ..., xN[i]) in opmath from N typed input rows.
+template <typename scalar_t, typename Op, size_t... K>
+C10_ALWAYS_INLINE at::opmath_type<scalar_t> ApplyAt(const Op& op, const scalar_t* const* in, int64_t i,
+                                                    std::index_sequence<K...>) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  return op(static_cast<opmath_t>(in[K][i])...);
+}
+
+}  // namespace elementwise_detail
+
 // out = op(x1, ..., xN) for an N-input TensorIterator (out, x1..xN), e.g. where, addcmul,
-// lerp. Every operand is read and written through dynamic casts (a bool condition next to
-// float values is the usual case), so this is the general, not the fastest, path.
+// lerp. When every operand has the kernel's dtype and the rows are dense (the optimizer
+// steps' addcmul/addcdiv/lerp), a typed loop the compiler vectorizes; otherwise every
+// operand is read and written through dynamic casts (a bool condition next to float values
+// is the usual case).
 template <typename scalar_t, size_t N, typename Op>
 void LaunchNary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
   using opmath_t = at::opmath_type<scalar_t>;
   TORCH_INTERNAL_ASSERT(iter.ntensors() == static_cast<int>(N) + 1, name, ": expected ", N, " inputs");
   std::array<at::ScalarType, N + 1> types;
-  for (size_t k = 0; k <= N; ++k) types[k] = iter.dtype(k);
-  LaunchTensorIterator(name, iter, [op, types](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+  bool same_dtype = true;
+  for (size_t k = 0; k <= N; ++k) {
+    types[k] = iter.dtype(k);
+    same_dtype = same_dtype && types[k] == c10::CppTypeToScalarType<scalar_t>::value;
+  }
+  LaunchTensorIterator(name, iter, [op, types, same_dtype](char** d, const int64_t* s, int64_t n0, int64_t n1) {
     constexpr size_t kT = N + 1;
+    bool dense = same_dtype;
+    for (size_t k = 0; k <= N && dense; ++k) dense = s[k] == static_cast<int64_t>(sizeof(scalar_t));
+    if (dense) {
+      for (int64_t j = 0; j < n1; ++j) {
+        scalar_t* out = reinterpret_cast<scalar_t*>(d[0] + j * s[kT]);
+        std::array<const scalar_t*, N> in;
+        for (size_t k = 0; k < N; ++k) in[k] = reinterpret_cast<const scalar_t*>(d[k + 1] + j * s[kT + k + 1]);
+        // The output may be one of the inputs (addcmul_), element for element: no
+        // dependency between iterations, which is what ivdep promises.
+#pragma GCC ivdep
+        for (int64_t i = 0; i < n0; ++i) {
+          out[i] = static_cast<scalar_t>(
+              elementwise_detail::ApplyAt<scalar_t>(op, in.data(), i, std::make_index_sequence<N>()));
+        }
+      }
+      return;
+    }
     for (int64_t j = 0; j < n1; ++j) {
       for (int64_t i = 0; i < n0; ++i) {
         std::array<opmath_t, N> x;

@@ -494,8 +494,8 @@ def test_autocast_uses_cuda_op_lists(dtype):
 
 @pytest.mark.parametrize("opt_name", ["SGD", "Adam", "AdamW"])
 def test_optimizers_foreach_path_runs_natively(opt_name):
-    """Adam/AdamW/SGD take their foreach path on xxnpu (as on CUDA); each _foreach_* op
-    resolves to native per-tensor kernels, with no CPU fallback."""
+    """Adam/AdamW/SGD take their foreach path on xxnpu (as on CUDA); each _foreach_* op is
+    a native multi-tensor kernel (testing/ops/multi_tensor_test.py), with no CPU fallback."""
     torch.manual_seed(1)
     params = [torch.randn(7, 3), torch.randn(3)]
     grads = [torch.randn(7, 3), torch.randn(3)]
