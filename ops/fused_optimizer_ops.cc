@@ -107,7 +107,9 @@ void AdamSpan(char* const* p, int64_t n, const AdamConsts<at::opmath_type<scalar
     if constexpr (kStoreGrad) grad[i] = static_cast<scalar_t>(g);
     g = g * c.sign;
     opmath_t w = static_cast<opmath_t>(param[i]);
-    g = g + c.l2 * w;
+    // Skipped, not added as 0 * w, when off: an inf parameter would make the gradient NaN
+    // (the CPU's fused step skips it too). Loop-invariant: the compiler unswitches it.
+    if (c.l2 != 0) g = g + c.l2 * w;
     w = w * c.decay;
     const opmath_t m = c.beta1 * static_cast<opmath_t>(exp_avg[i]) + c.one_minus_beta1 * g;
     const opmath_t v = c.beta2 * static_cast<opmath_t>(exp_avg_sq[i]) + c.one_minus_beta2 * g * g;
@@ -249,7 +251,7 @@ void SgdSpan(char* const* p, int64_t n, const SgdConsts<at::opmath_type<scalar_t
     if constexpr (kStoreGrad) grad[i] = static_cast<scalar_t>(g);
     g = g * c.sign;
     const opmath_t w = static_cast<opmath_t>(param[i]);
-    g = g + c.weight_decay * w;
+    if (c.weight_decay != 0) g = g + c.weight_decay * w;  // skipped when off: as AdamSpan's l2
     if constexpr (kMomentum) {
       // The first step's buffer is uninitialised memory (empty_like): never read it.
       const opmath_t b = c.first_step ? g : c.momentum * static_cast<opmath_t>(buf[i]) + c.one_minus_dampening * g;

@@ -322,6 +322,24 @@ def test_adam_capturable_foreach_matches_cpu():
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("name", ["Adam", "SGD"])
+def test_fused_step_without_weight_decay_leaves_inf_parameters_alone(name):
+    """Weight decay 0 is skipped, not added as 0 * param: an inf parameter stays inf (and
+    its neighbours finite) as in the CPU's fused step, instead of turning its gradient and
+    moments into NaN."""
+    outs = []
+    for device in ("cpu", "xxnpu"):
+        p = torch.tensor([1.0, float("inf"), -2.0], device=device, requires_grad=True)
+        kw = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.1)
+        opt = getattr(torch.optim, name)([p], fused=True, weight_decay=0, **kw)
+        for _ in range(2):
+            p.grad = torch.tensor([0.5, 0.25, -1.0], device=device)
+            opt.step()
+        outs.append(p.detach().cpu())
+    assert not outs[0].isnan().any(), outs[0]
+    torch.testing.assert_close(outs[1], outs[0], equal_nan=False)
+
+
 def test_fused_step_is_one_kernel_and_respects_grad_scaler(tmp_path):
     """AdamW(fused=True).step on 7 parameters is one xxnpu::fused_adamw kernel (plus the
     steps' foreach add); with grad_scale the grads are unscaled in place, with found_inf set
