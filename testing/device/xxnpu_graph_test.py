@@ -2,6 +2,7 @@
 API (XXNPUGraph, graph, graph_pool_handle, make_graphed_callables) on the runtime's
 stream capture and the caching allocator's private pools."""
 import copy
+import json
 import gc
 
 import pytest
@@ -378,3 +379,28 @@ def test_make_graphed_callables_functions_share_a_pool():
     torch.testing.assert_close(x.grad.cpu(), x2.grad.cpu())
     with pytest.raises(TypeError, match="only tensors"):
         torch.xxnpu.make_graphed_callables(f1, (3,))
+
+
+# ---------------------------------------------------------------- profiler
+
+
+def test_profiler_shows_a_replay_as_one_launch_of_graph_kernels(tmp_path):
+    x = torch.zeros(64, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        x.add_(1)
+        x.mul_(2)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        g.replay()
+        torch.xxnpu.synchronize()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    (launch,) = [e for e in events if e.get("name") == "xxnpuGraphLaunch"]
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["args"]["graph node id"])
+    assert [k["name"] for k in kernels] == ["xxnpu::add", "xxnpu::mul"]
+    assert [k["args"]["graph node id"] for k in kernels] == [0, 1]
+    assert len({k["args"]["graph id"] for k in kernels}) == 1 and kernels[0]["args"]["graph id"] != 0
+    # Both ran from the one launch: its correlation id (the flow arrow's).
+    assert all(k["args"]["correlation"] == launch["args"]["correlation"] for k in kernels)
