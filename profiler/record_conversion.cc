@@ -249,6 +249,12 @@ class RecordConverter {
     LinkToOp(a, r);
     if (a.linked == nullptr) ++result_.device_unlinked;
     AddDeviceIds(a, r);
+    // Work run by a graph replay: which graph and which of its nodes, under the names
+    // Kineto gives CUPTI's graph kernels, so a trace reader can group a replay's kernels.
+    if (r.graph_id != 0) {
+      a.Add("graph id", static_cast<int64_t>(r.graph_id));
+      a.Add("graph node id", static_cast<int64_t>(r.graph_node_id));
+    }
     const int64_t dur = r.end_ns - r.start_ns;
     if (r.kind == ActivityKind::kKernel) {
       a.AddJson("grid", Dim3Json(r.grid));

@@ -149,6 +149,23 @@ TEST_F(ConversionTest, CopiesAndSetsGetTheirTypes) {
   EXPECT_EQ(res.flows, 2u);
 }
 
+TEST_F(ConversionTest, GraphWorkCarriesItsGraphAndNodeIds) {
+  ActivityRecord node = Device(ActivityKind::kKernel, "add_kernel", 200, 300, 7, 11);
+  node.graph_id = 5;
+  node.graph_node_id = 3;
+  ConversionResult res = Convert({
+      Runtime("xxnpuGraphLaunch", 100, 150, 7, 11),
+      node,
+      Device(ActivityKind::kKernel, "eager_kernel", 400, 500, 8, 11),
+  });
+  ASSERT_EQ(res.activities, 3u);
+  EXPECT_EQ(At(1).getMetadataValue("graph id"), "5");
+  EXPECT_EQ(At(1).getMetadataValue("graph node id"), "3");
+  // Eager work has neither (its union slot may hold something else).
+  EXPECT_EQ(At(2).getMetadataValue("graph id"), "");
+  EXPECT_EQ(At(2).getMetadataValue("graph node id"), "");
+}
+
 TEST_F(ConversionTest, RecordsOutsideTheWindowAreDroppedAndFlowsStayPaired) {
   options_.window_start_ns = 1'000;
   options_.window_end_ns = 5'000;

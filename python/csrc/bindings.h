@@ -7,6 +7,7 @@
 namespace xxnpu {
 
 void InitDeviceBindings(pybind11::module_& m);
+void InitGraphBindings(pybind11::module_& m);
 void InitIpcBindings(pybind11::module_& m);
 void InitOpsBindings(pybind11::module_& m);
 void InitProfilerBindings(pybind11::module_& m);

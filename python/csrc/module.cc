@@ -23,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
         "Device-runtime clock: Unix-epoch nanoseconds, the profiler's clock.");
 
   xxnpu::InitDeviceBindings(m);
+  xxnpu::InitGraphBindings(m);
   xxnpu::InitIpcBindings(m);
   xxnpu::InitOpsBindings(m);
   xxnpu::InitProfilerBindings(m);

@@ -199,8 +199,10 @@ from torch_xxnpu.xxnpu.streams import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.streams import __all__ as _streams_all  # noqa: E402
 from torch_xxnpu.xxnpu.memory import *  # noqa: F401,F403,E402
 from torch_xxnpu.xxnpu.memory import __all__ as _memory_all  # noqa: E402
+from torch_xxnpu.xxnpu.graphs import *  # noqa: F401,F403,E402
+from torch_xxnpu.xxnpu.graphs import __all__ as _graphs_all  # noqa: E402
 from torch_xxnpu.xxnpu.ipc import ipc_collect  # noqa: F401,E402
-from torch_xxnpu.xxnpu import ipc, markers, memory, random, streams, _utils  # noqa: F401,E402
+from torch_xxnpu.xxnpu import graphs, ipc, markers, memory, random, streams, _utils  # noqa: F401,E402
 
 # torch.xxnpu.profiler: the markers' earlier name, kept for existing code as the same module object,
 # importable under both package names (torch.xxnpu is this package; Python would load a second copy).
@@ -225,4 +227,4 @@ __all__ = [
     "get_amp_supported_dtype",
     "is_bf16_supported",
     "ipc_collect",
-] + _random_all + _streams_all + _memory_all
+] + _random_all + _streams_all + _memory_all + _graphs_all

@@ -1,0 +1,406 @@
+"""Graphs on xxnpu from Python: torch.accelerator.Graph and torch.xxnpu's CUDA-style graph
+API (XXNPUGraph, graph, graph_pool_handle, make_graphed_callables) on the runtime's
+stream capture and the caching allocator's private pools."""
+import copy
+import json
+import gc
+
+import pytest
+import torch
+
+import torch_xxnpu  # noqa: F401
+from torch_xxnpu import _C
+
+pytestmark = pytest.mark.filterwarnings("ignore:xxnpu.*has no xxnpu kernel")
+
+DEV = "xxnpu"
+
+
+@pytest.fixture(autouse=True)
+def _restore():
+    torch.xxnpu.set_device(0)
+    yield
+    torch.xxnpu.synchronize()
+    for d in range(torch.xxnpu.device_count()):
+        torch.xxnpu.set_stream(torch.xxnpu.default_stream(d))
+
+
+def _pools():
+    return _C._graph_pools(0)
+
+
+def _chain(x):
+    y = x + 1
+    for _ in range(5):
+        y = y * 2 - x
+    return y
+
+
+# ---------------------------------------------------------------- torch.accelerator.Graph
+
+
+def test_accelerator_graph_captures_and_replays_on_xxnpu():
+    x = torch.arange(64, dtype=torch.float32, device=DEV)
+    s = torch.Stream(device=DEV)
+    g = torch.accelerator.Graph()
+    with s, g:
+        x += 1
+    torch.xxnpu.synchronize()
+    # Captured, not run: the capture leaves x as it was.
+    assert torch.equal(x.cpu(), torch.arange(64, dtype=torch.float32))
+    for _ in range(3):
+        g.replay()
+    assert torch.equal(x.cpu(), torch.arange(64, dtype=torch.float32) + 3)
+    pool = g.pool()
+    assert isinstance(pool, tuple) and len(pool) == 2 and pool != (0, 0)
+
+
+def test_accelerator_graph_keep_graph_debug_dump(tmp_path):
+    x = torch.zeros(8, device=DEV)
+    g = torch.accelerator.Graph(keep_graph=True)
+    g.enable_debug_mode()
+    with torch.Stream(device=DEV), g:
+        x.add_(2)
+        x.mul_(3)
+    g.replay()  # instantiated at the first replay
+    assert torch.equal(x.cpu(), torch.full((8,), 6.0))
+    path = tmp_path / "graph.txt"
+    g.debug_dump(str(path))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("node ") for line in lines)
+
+
+def test_capture_on_default_stream_is_refused_and_device_usable():
+    g = torch.accelerator.Graph()
+    x = torch.ones(4, device=DEV)
+    with pytest.raises(RuntimeError, match="default stream"):
+        g.capture_begin()
+    assert not torch.xxnpu.is_current_stream_capturing()
+    assert torch.equal((x + 1).cpu(), torch.full((4,), 2.0))
+
+
+# ---------------------------------------------------------------- torch.xxnpu graphs
+
+
+def test_small_op_chain_replay_equals_eager_and_sees_input_updates():
+    static_x = torch.randn(64, device=DEV)
+    torch.xxnpu.synchronize()
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        assert torch.xxnpu.is_current_stream_capturing()
+        static_y = _chain(static_x)
+    assert not torch.xxnpu.is_current_stream_capturing()
+    for _ in range(3):
+        new = torch.randn(64)
+        static_x.copy_(new.to(DEV))  # in-place update of the static input
+        g.replay()
+        torch.testing.assert_close(static_y.cpu(), _chain(new))
+        torch.testing.assert_close(static_y.cpu(), _chain(static_x).cpu())
+
+
+def test_graph_context_restores_stream_and_accepts_a_stream():
+    s = torch.xxnpu.Stream()
+    before = torch.xxnpu.current_stream()
+    g = torch.xxnpu.XXNPUGraph()
+    x = torch.zeros(4, device=DEV)
+    with torch.xxnpu.graph(g, stream=s):
+        assert torch.xxnpu.current_stream() == s
+        x.add_(1)
+    assert torch.xxnpu.current_stream() == before
+    g.replay()
+    g.replay()
+    assert torch.equal(x.cpu(), torch.full((4,), 2.0))
+
+
+def test_bad_capture_error_mode_is_a_value_error():
+    with pytest.raises(ValueError, match="capture_error_mode"):
+        torch.xxnpu.graph(torch.xxnpu.XXNPUGraph(), capture_error_mode="bogus")
+    with pytest.raises(TypeError, match="XXNPUGraph"):
+        torch.xxnpu.graph(object())
+
+
+def test_replay_without_capture_and_double_capture_raise():
+    g = torch.xxnpu.XXNPUGraph()
+    with pytest.raises(RuntimeError, match="replay without a successful capture"):
+        g.replay()
+    x = torch.zeros(4, device=DEV)
+    with torch.xxnpu.graph(g):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="reset"):
+        with torch.xxnpu.graph(g):
+            x.add_(1)
+    g.reset()
+    with torch.xxnpu.graph(g):
+        x.add_(5)
+    g.replay()
+    assert torch.equal(x.cpu(), torch.full((4,), 5.0))
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_capture_modes(mode):
+    x = torch.zeros(4, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g, capture_error_mode=mode):
+        x.add_(1)
+    g.replay()
+    assert torch.equal(x.cpu(), torch.ones(4))
+
+
+def test_multi_stream_capture_through_events():
+    a = torch.randn(256, device=DEV)
+    side = torch.xxnpu.Stream()
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        origin = torch.xxnpu.current_stream()
+        side.wait_stream(origin)  # fork: side joins the capture
+        with torch.xxnpu.stream(side):
+            b = a * 2
+        origin.wait_stream(side)  # join
+        c = a + b
+        d = c.sin()
+    for _ in range(2):
+        new = torch.randn(256)
+        a.copy_(new.to(DEV))
+        g.replay()
+        torch.testing.assert_close(d.cpu(), (new + new * 2).sin())
+
+
+def test_unjoined_fork_fails_the_capture_and_device_stays_usable():
+    a = torch.randn(16, device=DEV)
+    side = torch.xxnpu.Stream()
+    g = torch.xxnpu.XXNPUGraph()
+    with pytest.raises(RuntimeError, match="xxnpu graph capture failed"):
+        with torch.xxnpu.graph(g):
+            side.wait_stream(torch.xxnpu.current_stream())
+            with torch.xxnpu.stream(side):
+                a.mul_(2)
+    assert not torch.xxnpu.is_current_stream_capturing()
+    torch.xxnpu.synchronize()
+    assert torch.equal((a + 1).cpu(), a.cpu() + 1)
+
+
+# ---------------------------------------------------------------- capture errors
+
+
+@pytest.mark.parametrize(
+    "illegal",
+    [
+        pytest.param(lambda x: torch.xxnpu.synchronize(), id="synchronize"),
+        pytest.param(lambda x: x.sum().item(), id="item"),
+        pytest.param(lambda x: x.cpu(), id="cpu"),
+    ],
+)
+def test_illegal_calls_in_capture_raise_and_device_stays_usable(illegal):
+    x = torch.ones(32, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    before = torch.xxnpu.current_stream()
+    with pytest.raises(RuntimeError) as info:
+        with torch.xxnpu.graph(g):
+            y = x * 2
+            illegal(y)
+    # The illegal call's own error, chained under capture_end's report of the capture it spoilt.
+    messages = str(info.value) + str(info.value.__context__)
+    assert "captur" in messages
+    assert torch.xxnpu.current_stream() == before
+    assert not torch.xxnpu.is_current_stream_capturing()
+    # The device, the capture stream and the graph object are all usable again.
+    torch.xxnpu.synchronize()
+    assert torch.equal((x + 1).cpu(), torch.full((32,), 2.0))
+    # The failed capture gave its pool back.
+    assert not [p for p in _pools() if p["id"] == g.pool() and p["use_count"] > 0]
+    with torch.xxnpu.graph(g):
+        x.add_(1)
+    g.replay()
+    assert torch.equal(x.cpu(), torch.full((32,), 2.0))
+
+
+# ---------------------------------------------------------------- memory pools
+
+
+def test_graphs_allocate_from_their_private_pool_and_release_it_on_reset():
+    x = torch.randn(1024, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    gc.collect()  # as torch.xxnpu.graph does: earlier tests' cycles must not go mid-test
+    before = torch.xxnpu.memory_allocated()
+    with torch.xxnpu.graph(g):
+        y = (x + 1) * 2
+    pools = [p for p in _pools() if p["id"] == g.pool()]
+    assert len(pools) == 1
+    pool = pools[0]
+    assert pool["use_count"] == 1 and not pool["allocating"]
+    assert pool["allocations"] >= 1 and pool["allocated_bytes"] >= y.numel() * 4
+    assert torch.xxnpu.memory_allocated() > before
+    g.reset()
+    # Released, but y still holds a block of it: the pool stays until that is freed and
+    # the cache emptied.
+    assert [p["use_count"] for p in _pools() if p["id"] == g.pool()] == [0]
+    del y
+    torch.xxnpu.empty_cache()
+    assert not [p for p in _pools() if p["id"] == g.pool()]
+    assert torch.xxnpu.memory_allocated() == before
+
+
+def test_graphs_share_a_pool_handle_and_reuse_its_memory():
+    handle = torch.xxnpu.graph_pool_handle()
+    assert handle != torch.xxnpu.graph_pool_handle()
+    x = torch.randn(4096, device=DEV)
+    g1, g2 = torch.xxnpu.XXNPUGraph(), torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g1, pool=handle):
+        tmp = x * 3
+        out1 = tmp + 1
+        del tmp  # freed inside the capture: reusable by the next graph of the pool
+    with torch.xxnpu.graph(g2, pool=g1.pool()):
+        out2 = out1 * 2
+    assert g1.pool() == g2.pool() == handle
+    (pool,) = [p for p in _pools() if p["id"] == handle]
+    assert pool["use_count"] == 2
+    assert pool["segments"] == 1  # the second graph fitted in the first one's segment
+    g1.replay()
+    g2.replay()
+    torch.testing.assert_close(out2.cpu(), (x.cpu() * 3 + 1) * 2)
+    g1.reset()
+    assert [p["use_count"] for p in _pools() if p["id"] == handle] == [1]
+    g2.reset()
+    del out1, out2
+    torch.xxnpu.empty_cache()
+    assert not [p for p in _pools() if p["id"] == handle]
+
+
+def test_ten_thousand_replays_do_not_grow_memory():
+    x = torch.randn(64, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        y = x + 1
+        for _ in range(4):
+            y = y + x
+    g.replay()
+    torch.xxnpu.synchronize()
+    allocated, reserved = torch.xxnpu.memory_allocated(), torch.xxnpu.memory_reserved()
+    live = _C._graph_live_counts()
+    for _ in range(10_000):
+        g.replay()
+    torch.xxnpu.synchronize()
+    assert torch.xxnpu.memory_allocated() == allocated
+    assert torch.xxnpu.memory_reserved() == reserved
+    assert _C._graph_live_counts() == live
+    torch.testing.assert_close(y.cpu(), x.cpu() * 5 + 1)
+
+
+# ---------------------------------------------------------------- models
+
+
+def _mse(out, target):
+    # Written out: F.mse_loss has no xxnpu kernel, and its CPU fallback copies to the host,
+    # which a capture refuses.
+    return (out - target).square().mean()
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def test_mlp_forward_backward_graph_equals_eager():
+    model = _mlp().to(DEV)
+    ref = copy.deepcopy(model).cpu()
+    static_x = torch.randn(8, 16, device=DEV)
+    static_t = torch.randn(8, 4, device=DEV)
+    # Warm up on a side stream, as on CUDA: autograd's first run allocates lazily.
+    side = torch.xxnpu.Stream()
+    side.wait_stream(torch.xxnpu.current_stream())
+    with torch.xxnpu.stream(side):
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            _mse(model(static_x), static_t).backward()
+    torch.xxnpu.current_stream().wait_stream(side)
+    model.zero_grad(set_to_none=True)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        static_loss = _mse(model(static_x), static_t)
+        static_loss.backward()
+    for _ in range(3):
+        x, t = torch.randn(8, 16), torch.randn(8, 4)
+        static_x.copy_(x.to(DEV))
+        static_t.copy_(t.to(DEV))
+        g.replay()
+        ref.zero_grad(set_to_none=True)
+        loss = _mse(ref(x), t)
+        loss.backward()
+        torch.testing.assert_close(static_loss.cpu(), loss)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad)
+
+
+def test_make_graphed_callables_mlp_matches_eager():
+    model = _mlp().to(DEV)
+    ref = copy.deepcopy(model).cpu()
+    sample = torch.randn(8, 16, device=DEV, requires_grad=True)
+    graphed = torch.xxnpu.make_graphed_callables(model, (sample,))
+    assert graphed is model
+    for _ in range(2):
+        x = torch.randn(8, 16)
+        xd = x.to(DEV).requires_grad_()
+        xr = x.clone().requires_grad_()
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        out = graphed(xd)
+        out.square().sum().backward()
+        ref_out = ref(xr)
+        ref_out.square().sum().backward()
+        torch.testing.assert_close(out.cpu(), ref_out)
+        torch.testing.assert_close(xd.grad.cpu(), xr.grad)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad)
+    # Eval mode was not captured: it runs eagerly and still gives the right answer.
+    model.eval()
+    x = torch.randn(8, 16)
+    torch.testing.assert_close(model(x.to(DEV)).cpu(), ref(x))
+
+
+def test_make_graphed_callables_functions_share_a_pool():
+    w = torch.randn(16, 16, device=DEV, requires_grad=True)
+
+    def f1(x):
+        return (x @ w).relu()
+
+    def f2(x):
+        return x.sin() * 2
+
+    a = torch.randn(4, 16, device=DEV, requires_grad=True)
+    b = torch.randn(4, 16, device=DEV, requires_grad=True)
+    g1, g2 = torch.xxnpu.make_graphed_callables((f1, f2), ((a,), (b,)))
+    x = torch.randn(4, 16, device=DEV, requires_grad=True)
+    out = g2(g1(x))
+    out.sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    ref = f2(f1(x2))
+    ref.sum().backward()
+    torch.testing.assert_close(out.cpu(), ref.cpu())
+    torch.testing.assert_close(x.grad.cpu(), x2.grad.cpu())
+    with pytest.raises(TypeError, match="only tensors"):
+        torch.xxnpu.make_graphed_callables(f1, (3,))
+
+
+# ---------------------------------------------------------------- profiler
+
+
+def test_profiler_shows_a_replay_as_one_launch_of_graph_kernels(tmp_path):
+    x = torch.zeros(64, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        x.add_(1)
+        x.mul_(2)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        g.replay()
+        torch.xxnpu.synchronize()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    (launch,) = [e for e in events if e.get("name") == "xxnpuGraphLaunch"]
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["args"]["graph node id"])
+    assert [k["name"] for k in kernels] == ["xxnpu::add", "xxnpu::mul"]
+    assert [k["args"]["graph node id"] for k in kernels] == [0, 1]
+    assert len({k["args"]["graph id"] for k in kernels}) == 1 and kernels[0]["args"]["graph id"] != 0
+    # Both ran from the one launch: its correlation id (the flow arrow's).
+    assert all(k["args"]["correlation"] == launch["args"]["correlation"] for k in kernels)
