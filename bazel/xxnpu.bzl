@@ -79,13 +79,65 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
         **kwargs
     )
 
+# The CPU capabilities a SIMD kernel file is compiled for, as torch's own build does
+# (cmake/Codegen.cmake): the CPU_CAPABILITY macros its at::vec headers read, and the ISA
+# flags. The file is compiled once per entry; at run time at::get_cpu_capability() picks
+# one (ops/cpu_capability.h). The AVX-512 entry also silences GCC 12's false
+# (maybe-)uninitialized reports on the _mm512_undefined_*() operands of its intrinsics.
+_CPU_CAPABILITIES = [
+    ("default", "DEFAULT", []),
+    ("avx2", "AVX2", ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]),
+    ("avx512", "AVX512", ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-Wno-maybe-uninitialized", "-Wno-uninitialized"]),
+]
+
+def xxnpu_cpu_kernels(name, srcs, deps = [], copts = [], visibility = None):
+    """Kernel sources compiled once per CPU capability (DEFAULT, and AVX2/AVX512 on x86-64).
+
+    Each build sees CPU_CAPABILITY=<DEFAULT|AVX2|AVX512> and CPU_CAPABILITY_<that>, and must
+    put what it defines in `namespace CPU_CAPABILITY` (torch's convention), so the three
+    builds link side by side; a hand-written dispatch file picks one at run time. Keep these
+    sources to inner loops: each is compiled three times.
+
+    Args:
+      name: the library holding every build.
+      srcs: the per-capability sources (and headers private to them).
+      deps: their dependencies (libtorch is added: the at::vec headers and Sleef).
+      copts: extra compiler flags.
+      visibility: of `name`.
+    """
+    builds = []
+    for suffix, capability, isa_flags in _CPU_CAPABILITIES:
+        build = "%s_%s" % (name, suffix)
+        flags = ["-DCPU_CAPABILITY=" + capability, "-DCPU_CAPABILITY_" + capability]
+        if isa_flags:
+            # The ISA levels exist on x86-64 only: elsewhere these builds are empty and the
+            # dispatch file (which tests __x86_64__) refers to none of them.
+            flags = select({"@platforms//cpu:x86_64": flags + isa_flags, "//conditions:default": flags})
+            build_srcs = select({"@platforms//cpu:x86_64": srcs, "//conditions:default": []})
+        else:
+            build_srcs = srcs
+        native.cc_library(
+            name = build,
+            srcs = build_srcs,
+            deps = deps + [LIBTORCH],
+            copts = XXNPU_COPTS + KERNEL_COPTS + copts + flags,
+        )
+        builds.append(":" + build)
+    native.cc_library(
+        name = name,
+        deps = builds,
+        visibility = visibility,
+    )
+
 # The TSan build (--config=tsan) and its suppressions (each entry says why). Labels, so
 # they name this repository's targets when the macro is called from another workspace.
 TSAN_BUILD = Label("//bazel:tsan_build")
 TSAN_SUPPRESSIONS = Label("//tools:tsan.supp")
 
-def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, tags = [], **kwargs):
+def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = False, gtest_main = True, driver = True, tags = [], env = {}, **kwargs):
     """A GoogleTest test. `size` is required so every test states its budget.
+
+    `env`: a plain dict of the test's own variables, kept in every build.
 
     `driver = False` leaves out the selected runtime driver (tests of the simulator itself
     link it directly; tests that never call the runtime need none).
@@ -105,8 +157,8 @@ def xxnpu_cc_test(name, size, deps = [], copts = [], torch = False, kineto = Fal
             "//conditions:default": [],
         }),
         env = select({
-            str(TSAN_BUILD): {"TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1:suppressions=$(rootpath %s)" % str(TSAN_SUPPRESSIONS)},
-            "//conditions:default": {},
+            str(TSAN_BUILD): dict(env, TSAN_OPTIONS = "halt_on_error=1:second_deadlock_stack=1:suppressions=$(rootpath %s)" % str(TSAN_SUPPRESSIONS)),
+            "//conditions:default": env,
         }),
         **kwargs
     )

@@ -21,9 +21,10 @@ void AddKernel(at::TensorIteratorBase& iter, const at::Scalar& alpha) {
     using opmath_t = at::opmath_type<scalar_t>;
     const opmath_t a = alpha.to<opmath_t>();
     if (a == opmath_t(1)) {
-      LaunchBinary<scalar_t>("xxnpu::add", iter, [](opmath_t x, opmath_t y) { return x + y; });
+      LaunchBinary<scalar_t>("xxnpu::add", iter, [](opmath_t x, opmath_t y) { return x + y; }, 1, VecBinaryOp::kAdd, 1);
     } else {
-      LaunchBinary<scalar_t>("xxnpu::add", iter, [a](opmath_t x, opmath_t y) { return x + a * y; }, 2);
+      LaunchBinary<scalar_t>("xxnpu::add", iter, [a](opmath_t x, opmath_t y) { return x + a * y; }, 2,
+                             VecBinaryOp::kAdd, elementwise_detail::VecConstant(a));
     }
   }), XXNPU_ARITH_TYPES, at::kBool);
 }
@@ -34,7 +35,7 @@ void MulKernel(at::TensorIteratorBase& iter) {
     if constexpr (std::is_same_v<scalar_t, bool>) {
       LaunchBinary<scalar_t>("xxnpu::mul", iter, [](opmath_t x, opmath_t y) { return x && y; });
     } else {
-      LaunchBinary<scalar_t>("xxnpu::mul", iter, [](opmath_t x, opmath_t y) { return x * y; });
+      LaunchBinary<scalar_t>("xxnpu::mul", iter, [](opmath_t x, opmath_t y) { return x * y; }, 1, VecBinaryOp::kMul);
     }
   }), XXNPU_ARITH_TYPES, at::kBool);
 }
@@ -42,7 +43,7 @@ void MulKernel(at::TensorIteratorBase& iter) {
 void DivKernel(at::TensorIteratorBase& iter) {
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_div", AT_WRAP([&] {
     using opmath_t = at::opmath_type<scalar_t>;
-    LaunchBinary<scalar_t>("xxnpu::div", iter, [](opmath_t x, opmath_t y) { return x / y; });
+    LaunchBinary<scalar_t>("xxnpu::div", iter, [](opmath_t x, opmath_t y) { return x / y; }, 1, VecBinaryOp::kDiv);
   }), AT_EXPAND(AT_FLOATING_TYPES), AT_EXPAND(AT_COMPLEX_TYPES), at::kHalf, at::kBFloat16);
 }
 

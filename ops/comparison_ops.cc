@@ -23,12 +23,14 @@ namespace {
 
 // ---- comparisons: bool out (or the out= dtype).
 template <typename Cmp>
-at::Tensor& CompareOut(const char* name, const at::Tensor& self, const at::Tensor& other, at::Tensor& out, Cmp cmp) {
+at::Tensor& CompareOut(const char* name, const at::Tensor& self, const at::Tensor& other, at::Tensor& out, Cmp cmp,
+                       VecBinaryOp vec = VecBinaryOp::kNone) {
   const c10::DeviceGuard guard(out.device());
   auto iter = at::TensorIterator::comparison_op(out, self, other);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_compare", AT_WRAP([&] {
     using opmath_t = at::opmath_type<scalar_t>;
-    LaunchBinary<scalar_t>(name, iter, [cmp](opmath_t a, opmath_t b) { return static_cast<opmath_t>(cmp(a, b)); });
+    LaunchBinary<scalar_t>(name, iter, [cmp](opmath_t a, opmath_t b) { return static_cast<opmath_t>(cmp(a, b)); }, 1,
+                           vec);
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
   return out;
 }
@@ -36,7 +38,7 @@ at::Tensor& CompareOut(const char* name, const at::Tensor& self, const at::Tenso
 // One functor type per comparison, shared by the Tensor and Scalar forms: each distinct
 // callable instantiates LaunchBinary for every dtype, so sharing halves this file's
 // template instantiations (and its compile time, which under ASan exceeded minutes).
-#define XXNPU_COMPARISON(Name, op, expr)                                                                  \
+#define XXNPU_COMPARISON(Name, op, expr, vec)                                                               \
   struct Name##Cmp {                                                                                      \
     template <typename T>                                                                                 \
     bool operator()(T a, T b) const {                                                                     \
@@ -47,20 +49,20 @@ at::Tensor& CompareOut(const char* name, const at::Tensor& self, const at::Tenso
     if (IsComplex(self) || IsComplex(other)) {                                                            \
       return FallbackFor<at::_ops::op##_Tensor_out>::call(self, other, out);                              \
     }                                                                                                     \
-    return CompareOut("xxnpu::" #op, self, other, out, Name##Cmp{});                                      \
+    return CompareOut("xxnpu::" #op, self, other, out, Name##Cmp{}, VecBinaryOp::vec);                    \
   }                                                                                                       \
   at::Tensor& Name##ScalarOut(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
     if (IsComplex(self) || other.isComplex()) {                                                           \
       return FallbackFor<at::_ops::op##_Scalar_out>::call(self, other, out);                              \
     }                                                                                                     \
-    return CompareOut("xxnpu::" #op, self, WrapScalar(other), out, Name##Cmp{});                          \
+    return CompareOut("xxnpu::" #op, self, WrapScalar(other), out, Name##Cmp{}, VecBinaryOp::vec);        \
   }
-XXNPU_COMPARISON(Eq, eq, a == b)
-XXNPU_COMPARISON(Ne, ne, a != b)
-XXNPU_COMPARISON(Lt, lt, a < b)
-XXNPU_COMPARISON(Le, le, a <= b)
-XXNPU_COMPARISON(Gt, gt, a > b)
-XXNPU_COMPARISON(Ge, ge, a >= b)
+XXNPU_COMPARISON(Eq, eq, a == b, kEq)
+XXNPU_COMPARISON(Ne, ne, a != b, kNe)
+XXNPU_COMPARISON(Lt, lt, a < b, kLt)
+XXNPU_COMPARISON(Le, le, a <= b, kLe)
+XXNPU_COMPARISON(Gt, gt, a > b, kGt)
+XXNPU_COMPARISON(Ge, ge, a >= b, kGe)
 #undef XXNPU_COMPARISON
 
 // ---- logical ops: operands as truth values, bool out.

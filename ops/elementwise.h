@@ -16,10 +16,13 @@
 #include <c10/core/DynamicCast.h>
 
 #include <array>
+#include <initializer_list>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "ops/device_loop.h"
+#include "ops/vec_kernels.h"
 
 namespace xxnpu {
 
@@ -33,16 +36,75 @@ opmath_t Load(const char* p, at::ScalarType dtype, bool dynamic) {
                  : static_cast<opmath_t>(*reinterpret_cast<const scalar_t*>(p));
 }
 
-}  // namespace elementwise_detail
+// The dtypes with SIMD inner loops (vec_kernels.h).
+template <typename scalar_t>
+inline constexpr bool kHasVecKernels = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::BFloat16>;
 
-// out = op(a) for a unary TensorIterator (out, a); `op` maps opmath -> opmath.
+// What a launch runs on its dense rows instead of the scalar loop, decided on the host:
+// the op's vector form, for operands all of the kernel's own dtype (float32 or bfloat16),
+// the out bool for a comparison. Everything else (strided, mixed dtypes, other dtypes)
+// keeps the scalar loop, which stays the reference.
+struct VecPlan {
+  const VecKernels* kernels = nullptr;  // null: the scalar loop everywhere
+  VecDtype dtype = VecDtype::kFloat;
+  VecUnaryOp unary = VecUnaryOp::kNone;
+  VecBinaryOp binary = VecBinaryOp::kNone;  // a binary op with one operand baked in (`constant`)
+  bool constant_first = false;
+  float constant = 0;
+  float param = 0;
+};
+
+// Fills `plan`'s kernels when its op has a vector form and the operands' dtypes allow.
+template <typename scalar_t>
+void ChooseVecKernels(VecPlan& plan, at::ScalarType out_t, std::initializer_list<at::ScalarType> inputs) {
+  if constexpr (kHasVecKernels<scalar_t>) {
+    constexpr at::ScalarType kT = c10::CppTypeToScalarType<scalar_t>::value;
+    if (plan.unary == VecUnaryOp::kNone && plan.binary == VecBinaryOp::kNone) return;
+    if (out_t != (IsComparison(plan.binary) ? at::kBool : kT)) return;
+    for (const at::ScalarType t : inputs) {
+      if (t != kT) return;
+    }
+    plan.kernels = &HostVecKernels();
+    plan.dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+  }
+}
+
+// A kernel constant as the vector kernels' float (0 where they never apply: complex...).
+template <typename T>
+float VecConstant(T v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<float>(v);
+  } else {
+    return 0;
+  }
+}
+
 template <typename scalar_t, typename Op>
-void LaunchUnary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
+void LaunchUnaryWithPlan(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element,
+                         VecPlan plan) {
   using opmath_t = at::opmath_type<scalar_t>;
   const at::ScalarType out_t = iter.dtype(0), in_t = iter.dtype(1);
   const bool dynamic = out_t != c10::CppTypeToScalarType<scalar_t>::value ||
                        in_t != c10::CppTypeToScalarType<scalar_t>::value;
-  LaunchTensorIterator(name, iter, [op, out_t, in_t, dynamic](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+  ChooseVecKernels<scalar_t>(plan, out_t, {in_t});
+  LaunchTensorIterator(name, iter, [op, out_t, in_t, dynamic, plan](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+    if constexpr (kHasVecKernels<scalar_t>) {
+      const int64_t out_size = IsComparison(plan.binary) ? 1 : sizeof(scalar_t);
+      if (plan.kernels != nullptr && s[0] == out_size && s[1] == sizeof(scalar_t)) {
+        for (int64_t j = 0; j < n1; ++j) {
+          char* out = d[0] + j * s[2];
+          const char* in = d[1] + j * s[3];
+          if (plan.unary != VecUnaryOp::kNone) {
+            plan.kernels->unary(plan.unary, plan.dtype, out, in, n0);
+          } else {
+            const VecOperand x{in, 0}, c{nullptr, plan.constant};
+            plan.kernels->binary(plan.binary, plan.dtype, out, plan.constant_first ? c : x,
+                                 plan.constant_first ? x : c, n0, plan.param);
+          }
+        }
+        return;
+      }
+    }
     // Dense rows of one dtype: a plain loop the compiler vectorizes.
     if (!dynamic && s[0] == sizeof(scalar_t) && s[1] == sizeof(scalar_t)) {
       for (int64_t j = 0; j < n1; ++j) {
@@ -67,11 +129,35 @@ void LaunchUnary(const char* name, const at::TensorIteratorBase& iter, Op op, ui
   }, KernelCost{0, flops_per_element});
 }
 
-// out = op(a, b) for a binary TensorIterator (out, a, b); `op` maps (opmath, opmath) -> opmath.
+// A binary operand's row for the vector kernels: dense, or (stride 0) its one element.
+template <typename scalar_t>
+VecOperand VecOperandOf(const char* p, int64_t stride) {
+  if (stride != 0) return VecOperand{p, 0};
+  return VecOperand{nullptr, static_cast<float>(*reinterpret_cast<const scalar_t*>(p))};
+}
+
+}  // namespace elementwise_detail
+
+// out = op(a) for a unary TensorIterator (out, a); `op` maps opmath -> opmath. `vec`, when
+// given, is the same op in vec_kernels.h: the launch runs it on dense float32/bfloat16
+// rows.
 template <typename scalar_t, typename Op>
-void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1) {
+void LaunchUnary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1,
+                 VecUnaryOp vec = VecUnaryOp::kNone) {
+  elementwise_detail::VecPlan plan;
+  plan.unary = vec;
+  elementwise_detail::LaunchUnaryWithPlan<scalar_t>(name, iter, op, flops_per_element, plan);
+}
+
+// out = op(a, b) for a binary TensorIterator (out, a, b); `op` maps (opmath, opmath) -> opmath.
+// `vec` (with its `vec_param`), when given, is the same op in vec_kernels.h, run on dense
+// float32/bfloat16 rows, an operand broadcast along a row (stride 0) included.
+template <typename scalar_t, typename Op>
+void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, uint64_t flops_per_element = 1,
+                  VecBinaryOp vec = VecBinaryOp::kNone, float vec_param = 0) {
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr at::ScalarType kT = c10::CppTypeToScalarType<scalar_t>::value;
+  namespace ed = elementwise_detail;
   // A CPU scalar becomes a constant of the kernel.
   // The device test first: is_cpu_scalar walks the strides, and most launches have none.
   if ((iter.device(2).is_cpu() && iter.is_cpu_scalar(2)) || (iter.device(1).is_cpu() && iter.is_cpu_scalar(1))) {
@@ -80,16 +166,36 @@ void LaunchBinary(const char* name, const at::TensorIteratorBase& iter, Op op, u
     // The original (pre-promotion) value: a double scalar is not first rounded to half.
     const opmath_t c = it.original_scalar_value<opmath_t>(second ? 2 : 1);
     it.remove_operand(second ? 2 : 1);
+    ed::VecPlan plan;
+    plan.binary = vec;
+    plan.constant_first = !second;
+    plan.constant = ed::VecConstant(c);
+    plan.param = vec_param;
     if (second) {
-      LaunchUnary<scalar_t>(name, it, [op, c](opmath_t a) { return op(a, c); }, flops_per_element);
+      ed::LaunchUnaryWithPlan<scalar_t>(name, it, [op, c](opmath_t a) { return op(a, c); }, flops_per_element, plan);
     } else {
-      LaunchUnary<scalar_t>(name, it, [op, c](opmath_t b) { return op(c, b); }, flops_per_element);
+      ed::LaunchUnaryWithPlan<scalar_t>(name, it, [op, c](opmath_t b) { return op(c, b); }, flops_per_element, plan);
     }
     return;
   }
   const at::ScalarType out_t = iter.dtype(0), a_t = iter.dtype(1), b_t = iter.dtype(2);
   const bool dynamic = out_t != kT || a_t != kT || b_t != kT;
-  LaunchTensorIterator(name, iter, [op, out_t, a_t, b_t, dynamic](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+  ed::VecPlan plan;
+  plan.binary = vec;
+  plan.param = vec_param;
+  ed::ChooseVecKernels<scalar_t>(plan, out_t, {a_t, b_t});
+  LaunchTensorIterator(name, iter, [op, out_t, a_t, b_t, dynamic, plan](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+    if constexpr (ed::kHasVecKernels<scalar_t>) {
+      const int64_t out_size = IsComparison(plan.binary) ? 1 : sizeof(scalar_t);
+      constexpr int64_t kSize = sizeof(scalar_t);
+      if (plan.kernels != nullptr && s[0] == out_size && (s[1] == kSize || s[1] == 0) && (s[2] == kSize || s[2] == 0)) {
+        for (int64_t j = 0; j < n1; ++j) {
+          plan.kernels->binary(plan.binary, plan.dtype, d[0] + j * s[3], ed::VecOperandOf<scalar_t>(d[1] + j * s[4], s[1]),
+                               ed::VecOperandOf<scalar_t>(d[2] + j * s[5], s[2]), n0, plan.param);
+        }
+        return;
+      }
+    }
     // Dense rows of one dtype: a plain loop the compiler vectorizes.
     if (!dynamic && s[0] == sizeof(scalar_t) && s[1] == sizeof(scalar_t) && s[2] == sizeof(scalar_t)) {
       for (int64_t j = 0; j < n1; ++j) {

@@ -28,7 +28,7 @@ at::Tensor& MaximumOut(const at::Tensor& self, const at::Tensor& other, at::Tens
       if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates
     }
     return a > b ? a : b;
-  });
+  }, true, VecBinaryOp::kMaximum);
 }
 
 at::Tensor& MinimumOut(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
@@ -38,7 +38,7 @@ at::Tensor& MinimumOut(const at::Tensor& self, const at::Tensor& other, at::Tens
       if (std::isnan(a) || std::isnan(b)) return a + b;
     }
     return a < b ? a : b;
-  });
+  }, true, VecBinaryOp::kMinimum);
 }
 
 #define XXNPU_BITWISE(Name, op, sym)                                                                         \

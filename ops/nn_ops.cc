@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +30,7 @@
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
 #include "ops/out_checks.h"
+#include "ops/vec_kernels.h"
 #include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
@@ -102,6 +104,22 @@ at::Tensor& SoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float, 
   AT_DISPATCH_V2(in.scalar_type(), "xxnpu_softmax", AT_WRAP([&] {
     using in_t = scalar_t;
     using acc_t = at::opmath_type<scalar_t>;
+    if constexpr (std::is_same_v<in_t, float> || std::is_same_v<in_t, c10::BFloat16>) {
+      // Softmax over contiguous rows of float32/bfloat16 into the same dtype: the SIMD row
+      // kernel (vec_kernels.h: max, exp-sum, scale, each pass over a row in cache).
+      if (rs.inner == 1 && out_t == in.scalar_type()) {
+        const VecKernels* k = &HostVecKernels();
+        const VecDtype vt = std::is_same_v<in_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+        const in_t* x = ConstView<in_t>(in);
+        in_t* y = View<in_t>(target);
+        LaunchRows(name, in.device().index(), rs.outer, rs.dim, static_cast<uint64_t>(in.nbytes() + target.nbytes()),
+                   static_cast<uint64_t>(4 * in.numel()), [k, vt, x, y, n = rs.dim](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) k->softmax(kLog, vt, y + row * n, x + row * n, n);
+          return absl::OkStatus();
+        });
+        return;
+      }
+    }
     auto run = [&](auto* out_p) {
       using out_elem = std::remove_pointer_t<decltype(out_p)>;
       const in_t* x = ConstView<in_t>(in);

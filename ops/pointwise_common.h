@@ -30,15 +30,17 @@ inline at::Tensor OnDeviceOf(const at::Tensor& t, const at::Tensor& like) {
 }
 
 // Same-dtype binary ops over a dtype set: f(a, b) in opmath precision over every real dtype
-// (integers only when `integers`).
+// (integers only when `integers`); `vec`: the op's SIMD form (vec_kernels.h), if any.
 template <typename F>
-at::Tensor& ArithOut(const char* name, at::TensorIterator iter, at::Tensor& out, F f, bool integers = true) {
+at::Tensor& ArithOut(const char* name, at::TensorIterator iter, at::Tensor& out, F f, bool integers = true,
+                     VecBinaryOp vec = VecBinaryOp::kNone) {
   const c10::DeviceGuard guard(out.device());
   const at::ScalarType t = iter.common_dtype();
   TORCH_CHECK(integers || at::isFloatingType(t), name, " is only implemented for floating types, got ", t);
   AT_DISPATCH_V2(t, "xxnpu_arith", AT_WRAP([&] {
     using opmath_t = at::opmath_type<scalar_t>;
-    LaunchBinary<scalar_t>(name, iter, [f](opmath_t a, opmath_t b) { return static_cast<opmath_t>(f(a, b)); });
+    LaunchBinary<scalar_t>(name, iter, [f](opmath_t a, opmath_t b) { return static_cast<opmath_t>(f(a, b)); }, 1,
+                           vec);
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
   return out;
 }

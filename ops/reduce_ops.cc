@@ -36,6 +36,7 @@
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
 #include "ops/out_checks.h"
+#include "ops/vec_kernels.h"
 #include "ops/xxnpu_tensor.h"
 
 namespace xxnpu {
@@ -287,6 +288,21 @@ constexpr int64_t kChunk = 4096;            // elements folded into one accumula
 constexpr int64_t kSplitThreshold = 1 << 16;  // split the reduction itself above this size...
 constexpr int64_t kFewOutputs = 8;            // ...when there are at most this many outputs
 
+// Reductions with a SIMD kernel for dense runs of float32/bfloat16 (accumulating in float).
+enum class VecReduce { kNone, kSum, kMax };
+template <typename scalar_t, typename R>
+inline constexpr VecReduce kVecReduce = [] {
+  if constexpr (!std::is_same_v<scalar_t, float> && !std::is_same_v<scalar_t, c10::BFloat16>) {
+    return VecReduce::kNone;
+  } else if constexpr (std::is_same_v<R, SumReducer<float>> || std::is_same_v<R, MeanReducer<float>>) {
+    return VecReduce::kSum;
+  } else if constexpr (std::is_same_v<R, ExtremumReducer<float, true>>) {
+    return VecReduce::kMax;
+  } else {
+    return VecReduce::kNone;
+  }
+}();
+
 // Folds reduced elements [begin, end) of output `o` (offset `in_off` into the input) into `acc`.
 template <typename scalar_t, typename R>
 void ReduceRange(const R& r, const scalar_t* in, const Dims& red, int64_t begin, int64_t end,
@@ -305,6 +321,15 @@ void ReduceRange(const R& r, const scalar_t* in, const Dims& red, int64_t begin,
     const int64_t pos = i % inner;
     const int64_t run = std::min(inner - pos, end - i);
     const scalar_t* p = in + OffsetOf(red, 0, i);
+    if constexpr (kVecReduce<scalar_t, R> != VecReduce::kNone) {
+      if (inner_stride == 1) {  // a dense run: the SIMD kernel (vec_kernels.h)
+        const VecDtype dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+        const VecKernels& k = HostVecKernels();
+        r.Combine(acc, kVecReduce<scalar_t, R> == VecReduce::kSum ? k.sum(dtype, p, run) : k.max(dtype, p, run));
+        i += run;
+        continue;
+      }
+    }
     for (int64_t c = 0; c < run; c += kChunk) {
       typename R::acc_t part = r.Init();
       const int64_t stop = std::min(run, c + kChunk);

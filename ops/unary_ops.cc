@@ -28,14 +28,14 @@ bool IsComplex(const at::Tensor& t) { return t.defined() && at::isComplexType(t.
 // A float function (exp, sin, ...): integer inputs are computed in float (unary_float_op).
 template <typename F>
 at::Tensor& FloatUnaryOut(const char* name, const at::Tensor& self, at::Tensor& out, F f, uint64_t flops = 1,
-                          bool promote_to_float = true) {
+                          bool promote_to_float = true, VecUnaryOp vec = VecUnaryOp::kNone) {
   const c10::DeviceGuard guard(out.device());
   // The iterator the CPU's meta function builds: unary_float_op (integers promote, out
   // may be any dtype the result casts to) for exp-like ops, unary_op (out must have the
   // input's dtype) for frac, silu, gelu.
   auto iter = promote_to_float ? at::TensorIterator::unary_float_op(out, self) : at::TensorIterator::unary_op(out, self);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_float_unary", AT_WRAP([&] {
-    LaunchUnary<scalar_t>(name, iter, f, flops);
+    LaunchUnary<scalar_t>(name, iter, f, flops, vec);
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
   return out;
 }
@@ -54,39 +54,41 @@ at::Tensor& SameTypeUnaryOut(const char* name, const at::Tensor& self, at::Tenso
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<T>;
 
-// ---- float functions: `Name##Out` for aten::<op>.out, complex through the fallback.
-#define XXNPU_FLOAT_UNARY(Name, op, expr)                                                              \
+// ---- float functions: `Name##Out` for aten::<op>.out, complex through the fallback. `vec`:
+// the op's SIMD form for dense float32/bfloat16 (vec_kernels.h), or kNone.
+#define XXNPU_FLOAT_UNARY(Name, op, expr, vec)                                                         \
   at::Tensor& Name##Out(const at::Tensor& self, at::Tensor& out) {                                     \
     if (IsComplex(self) || IsComplex(out)) return FallbackFor<at::_ops::op##_out>::call(self, out);   \
-    return FloatUnaryOut("xxnpu::" #op, self, out, [](auto x) -> decltype(x) { return expr; });        \
+    return FloatUnaryOut("xxnpu::" #op, self, out, [](auto x) -> decltype(x) { return expr; }, 1, true, \
+                         VecUnaryOp::vec);                                                              \
   }
 
-XXNPU_FLOAT_UNARY(Exp, exp, std::exp(x))
-XXNPU_FLOAT_UNARY(Exp2, exp2, std::exp2(x))
-XXNPU_FLOAT_UNARY(Expm1, expm1, std::expm1(x))
-XXNPU_FLOAT_UNARY(Log, log, std::log(x))
-XXNPU_FLOAT_UNARY(Log2, log2, std::log2(x))
-XXNPU_FLOAT_UNARY(Log10, log10, std::log10(x))
-XXNPU_FLOAT_UNARY(Log1p, log1p, std::log1p(x))
-XXNPU_FLOAT_UNARY(Sqrt, sqrt, std::sqrt(x))
-XXNPU_FLOAT_UNARY(Rsqrt, rsqrt, 1 / std::sqrt(x))
-XXNPU_FLOAT_UNARY(Reciprocal, reciprocal, 1 / x)
-XXNPU_FLOAT_UNARY(Sin, sin, std::sin(x))
-XXNPU_FLOAT_UNARY(Cos, cos, std::cos(x))
-XXNPU_FLOAT_UNARY(Tan, tan, std::tan(x))
-XXNPU_FLOAT_UNARY(Asin, asin, std::asin(x))
-XXNPU_FLOAT_UNARY(Acos, acos, std::acos(x))
-XXNPU_FLOAT_UNARY(Atan, atan, std::atan(x))
-XXNPU_FLOAT_UNARY(Sinh, sinh, std::sinh(x))
-XXNPU_FLOAT_UNARY(Cosh, cosh, std::cosh(x))
-XXNPU_FLOAT_UNARY(Tanh, tanh, std::tanh(x))
-XXNPU_FLOAT_UNARY(Asinh, asinh, std::asinh(x))
-XXNPU_FLOAT_UNARY(Acosh, acosh, std::acosh(x))
-XXNPU_FLOAT_UNARY(Atanh, atanh, std::atanh(x))
-XXNPU_FLOAT_UNARY(Sigmoid, sigmoid, 1 / (1 + std::exp(-x)))
-XXNPU_FLOAT_UNARY(Erf, erf, std::erf(x))
-XXNPU_FLOAT_UNARY(Erfc, erfc, std::erfc(x))
-XXNPU_FLOAT_UNARY(Lgamma, lgamma, std::lgamma(x))
+XXNPU_FLOAT_UNARY(Exp, exp, std::exp(x), kExp)
+XXNPU_FLOAT_UNARY(Exp2, exp2, std::exp2(x), kExp2)
+XXNPU_FLOAT_UNARY(Expm1, expm1, std::expm1(x), kExpm1)
+XXNPU_FLOAT_UNARY(Log, log, std::log(x), kLog)
+XXNPU_FLOAT_UNARY(Log2, log2, std::log2(x), kLog2)
+XXNPU_FLOAT_UNARY(Log10, log10, std::log10(x), kLog10)
+XXNPU_FLOAT_UNARY(Log1p, log1p, std::log1p(x), kLog1p)
+XXNPU_FLOAT_UNARY(Sqrt, sqrt, std::sqrt(x), kSqrt)
+XXNPU_FLOAT_UNARY(Rsqrt, rsqrt, 1 / std::sqrt(x), kRsqrt)
+XXNPU_FLOAT_UNARY(Reciprocal, reciprocal, 1 / x, kReciprocal)
+XXNPU_FLOAT_UNARY(Sin, sin, std::sin(x), kSin)
+XXNPU_FLOAT_UNARY(Cos, cos, std::cos(x), kCos)
+XXNPU_FLOAT_UNARY(Tan, tan, std::tan(x), kTan)
+XXNPU_FLOAT_UNARY(Asin, asin, std::asin(x), kNone)
+XXNPU_FLOAT_UNARY(Acos, acos, std::acos(x), kNone)
+XXNPU_FLOAT_UNARY(Atan, atan, std::atan(x), kNone)
+XXNPU_FLOAT_UNARY(Sinh, sinh, std::sinh(x), kNone)
+XXNPU_FLOAT_UNARY(Cosh, cosh, std::cosh(x), kNone)
+XXNPU_FLOAT_UNARY(Tanh, tanh, std::tanh(x), kTanh)
+XXNPU_FLOAT_UNARY(Asinh, asinh, std::asinh(x), kNone)
+XXNPU_FLOAT_UNARY(Acosh, acosh, std::acosh(x), kNone)
+XXNPU_FLOAT_UNARY(Atanh, atanh, std::atanh(x), kNone)
+XXNPU_FLOAT_UNARY(Sigmoid, sigmoid, 1 / (1 + std::exp(-x)), kSigmoid)
+XXNPU_FLOAT_UNARY(Erf, erf, std::erf(x), kErf)
+XXNPU_FLOAT_UNARY(Erfc, erfc, std::erfc(x), kErfc)
+XXNPU_FLOAT_UNARY(Lgamma, lgamma, std::lgamma(x), kNone)
 #undef XXNPU_FLOAT_UNARY
 
 // ---- same-dtype ops.
@@ -249,7 +251,8 @@ at::Tensor& ReluInplace(at::Tensor& self) { return ReluOut(self, self); }
 
 at::Tensor& SiluOut(const at::Tensor& self, at::Tensor& out) {
   if (IsComplex(self)) return FallbackFor<at::_ops::silu_out>::call(self, out);
-  return FloatUnaryOut("xxnpu::silu", self, out, [](auto x) -> decltype(x) { return x / (1 + std::exp(-x)); }, 4, false);
+  return FloatUnaryOut("xxnpu::silu", self, out, [](auto x) -> decltype(x) { return x / (1 + std::exp(-x)); }, 4, false,
+                       VecUnaryOp::kSilu);
 }
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
@@ -263,12 +266,12 @@ at::Tensor& GeluOut(const at::Tensor& self, c10::string_view approximate, at::Te
       using T = decltype(x);
       const T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
       return T(0.5) * x * (T(1) + std::tanh(inner));
-    }, 8, false);
+    }, 8, false, VecUnaryOp::kGeluTanh);
   }
   return FloatUnaryOut("xxnpu::gelu", self, out, [](auto x) -> decltype(x) {
     using T = decltype(x);
     return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
-  }, 5, false);
+  }, 5, false, VecUnaryOp::kGelu);
 }
 
 at::Tensor& LeakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
@@ -285,11 +288,11 @@ at::Tensor& LeakyReluOut(const at::Tensor& self, const at::Scalar& slope, at::Te
 // ---- backward ops: (grad, saved) -> grad_input.
 template <typename F>
 at::Tensor& BackwardOut(const char* name, const at::Tensor& grad, const at::Tensor& saved, at::Tensor& grad_input,
-                        F f, uint64_t flops) {
+                        F f, uint64_t flops, VecBinaryOp vec = VecBinaryOp::kNone, float vec_param = 0) {
   const c10::DeviceGuard guard(grad_input.device());
   auto iter = at::TensorIterator::borrowing_binary_op(grad_input, grad, saved);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_backward", AT_WRAP([&] {
-    LaunchBinary<scalar_t>(name, iter, [f](auto g, auto s) -> decltype(g) { return f(g, s); }, flops);
+    LaunchBinary<scalar_t>(name, iter, [f](auto g, auto s) -> decltype(g) { return f(g, s); }, flops, vec, vec_param);
   }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
   return grad_input;
 }
@@ -300,26 +303,30 @@ at::Tensor& ThresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self,
   if (!at::isFloatingType(grad.scalar_type())) {
     return FallbackFor<at::_ops::threshold_backward_grad_input>::call(grad, self, threshold, grad_input);
   }
+  // The vector form compares in float: only for a threshold float represents exactly.
+  const bool exact = static_cast<double>(static_cast<float>(t)) == t;
   return BackwardOut("xxnpu::threshold_backward", grad, self, grad_input,
-                     [t](auto g, auto x) { return x <= t ? decltype(g)(0) : g; }, 1);
+                     [t](auto g, auto x) { return x <= t ? decltype(g)(0) : g; }, 1,
+                     exact ? VecBinaryOp::kThresholdBackward : VecBinaryOp::kNone, static_cast<float>(t));
 }
 
 at::Tensor& SigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& y, at::Tensor& grad_input) {
   if (IsComplex(grad)) return FallbackFor<at::_ops::sigmoid_backward_grad_input>::call(grad, y, grad_input);
   return BackwardOut("xxnpu::sigmoid_backward", grad, y, grad_input,
-                     [](auto g, auto s) { return g * (1 - s) * s; }, 3);
+                     [](auto g, auto s) { return g * (1 - s) * s; }, 3, VecBinaryOp::kSigmoidBackward);
 }
 
 at::Tensor& TanhBackwardOut(const at::Tensor& grad, const at::Tensor& y, at::Tensor& grad_input) {
   if (IsComplex(grad)) return FallbackFor<at::_ops::tanh_backward_grad_input>::call(grad, y, grad_input);
-  return BackwardOut("xxnpu::tanh_backward", grad, y, grad_input, [](auto g, auto t) { return g * (1 - t * t); }, 3);
+  return BackwardOut("xxnpu::tanh_backward", grad, y, grad_input, [](auto g, auto t) { return g * (1 - t * t); }, 3,
+                     VecBinaryOp::kTanhBackward);
 }
 
 at::Tensor& SiluBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Tensor& grad_input) {
   return BackwardOut("xxnpu::silu_backward", grad, x, grad_input, [](auto g, auto v) {
     const auto s = 1 / (1 + std::exp(-v));
     return g * s * (1 + v * (1 - s));
-  }, 6);
+  }, 6, VecBinaryOp::kSiluBackward);
 }
 
 at::Tensor& GeluBackwardOut(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate,
@@ -334,14 +341,14 @@ at::Tensor& GeluBackwardOut(const at::Tensor& grad, const at::Tensor& x, c10::st
       const T t = std::tanh(inner);
       const T dinner = k * (T(1) + T(3) * T(0.044715) * v * v);
       return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * dinner);
-    }, 14);
+    }, 14, VecBinaryOp::kGeluTanhBackward);
   }
   return BackwardOut("xxnpu::gelu_backward", grad, x, grad_input, [](auto g, auto v) {
     using T = decltype(g);
     const T cdf = T(0.5) * (T(1) + std::erf(v * T(kSqrt1_2)));
     const T pdf = std::exp(T(-0.5) * v * v) * T(kSqrt2OverPi * 0.5);
     return g * (cdf + v * pdf);
-  }, 10);
+  }, 10, VecBinaryOp::kGeluBackward);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -1,0 +1,102 @@
+// The inner loops of the dense float32/bfloat16 kernels, written with torch's SIMD layer
+// (at::vec::Vectorized) and compiled once per CPU capability (vec_kernels_impl.cc, built
+// by xxnpu_cpu_kernels in bazel/xxnpu.bzl); the host's table is chosen at run time
+// (cpu_capability.h), so one wheel runs AVX-512 code on AVX-512 hosts, AVX2 code on AVX2
+// hosts and portable code elsewhere.
+//
+// Each entry processes one dense row of `n` elements, so the op switch runs once per row,
+// not per element. The launch machinery (elementwise.h, the reductions, softmax) decides
+// when a row is dense and keeps the general strided / broadcast / mixed-dtype path for the
+// rest. Arithmetic is in float for both dtypes (bfloat16 is loaded into float vectors and
+// rounded back to nearest-even on store, as the CPU backend does). Torch-free on purpose:
+// included by kernel files that do not need the SIMD headers.
+#ifndef TORCH_XXNPU_OPS_VEC_KERNELS_H_
+#define TORCH_XXNPU_OPS_VEC_KERNELS_H_
+
+#include <cstdint>
+
+#include "ops/cpu_capability.h"
+
+namespace xxnpu {
+
+enum class VecDtype : uint8_t { kFloat, kBFloat16 };
+
+// out = op(x).
+enum class VecUnaryOp : uint8_t {
+  kNone,
+  kExp,
+  kExp2,
+  kExpm1,
+  kLog,
+  kLog2,
+  kLog10,
+  kLog1p,
+  kSqrt,
+  kRsqrt,
+  kReciprocal,
+  kSin,
+  kCos,
+  kTan,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kErfc,
+  kSilu,
+  kGelu,      // x * Phi(x), with erf
+  kGeluTanh,  // the tanh approximation
+};
+
+// out = op(a, b); `param` is add's alpha or threshold_backward's threshold. Backward ops
+// take (grad, saved). Comparisons write bool (one byte, 0 or 1).
+enum class VecBinaryOp : uint8_t {
+  kNone,
+  kAdd,  // a + param * b
+  kMul,
+  kDiv,
+  kMaximum,  // NaN-propagating, as torch.maximum
+  kMinimum,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kThresholdBackward,  // a where b > param, else 0
+  kSigmoidBackward,    // b = sigmoid's output
+  kTanhBackward,       // b = tanh's output
+  kSiluBackward,       // b = the input
+  kGeluBackward,       // b = the input
+  kGeluTanhBackward,   // b = the input
+};
+
+constexpr bool IsComparison(VecBinaryOp op) { return op >= VecBinaryOp::kEq && op <= VecBinaryOp::kGe; }
+
+// One binary operand: a dense row, or (data == nullptr) `scalar` broadcast over the row.
+struct VecOperand {
+  const void* data = nullptr;
+  float scalar = 0;
+};
+
+struct VecKernels {
+  const char* capability;  // "DEFAULT", "AVX2", "AVX512"
+  void (*unary)(VecUnaryOp op, VecDtype dtype, void* out, const void* in, int64_t n);
+  void (*binary)(VecBinaryOp op, VecDtype dtype, void* out, VecOperand a, VecOperand b, int64_t n, float param);
+  // Sum of a dense row in float (pairwise over vector-wide blocks, so a long row keeps
+  // float's accuracy as the scalar cascade did).
+  float (*sum)(VecDtype dtype, const void* in, int64_t n);
+  // Largest element; NaN if any element is NaN; -inf for an empty row.
+  float (*max)(VecDtype dtype, const void* in, int64_t n);
+  // softmax (or log_softmax) of one dense row: max, exp-sum, scale.
+  void (*softmax)(bool log, VecDtype dtype, void* out, const void* in, int64_t n);
+};
+
+// The host's table (HostCpuCapability()).
+const VecKernels& HostVecKernels();
+
+// The table built for `capability`, or null when it was not built (another architecture)
+// or the host cannot run it: for tests comparing the levels.
+const VecKernels* VecKernelsFor(CpuCapability capability);
+
+}  // namespace xxnpu
+
+#endif  // TORCH_XXNPU_OPS_VEC_KERNELS_H_

@@ -1,0 +1,345 @@
+// The SIMD inner loops (vec_kernels.h) of every CPU capability this host can run, against
+// double-precision references: vector tails (sizes around the vector width, and nothing
+// written past a row), bfloat16, broadcast operands, NaN handling, and that the host's
+// table is the one torch chose (ATEN_CPU_CAPABILITY included: the _default_ test target
+// runs this file with ATEN_CPU_CAPABILITY=default).
+#include "ops/vec_kernels.h"
+
+#include <ATen/Version.h>
+#include <c10/util/BFloat16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ops/cpu_capability.h"
+
+namespace xxnpu {
+namespace {
+
+using c10::BFloat16;
+
+// Row lengths around the vector widths (8 and 16 floats, 16 and 32 bfloat16s) and across
+// a sum's 4096-element blocks.
+const std::vector<int64_t> kSizes = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100, 4097, 9001};
+constexpr int64_t kGuard = 40;  // elements after each row that must stay untouched
+constexpr float kSentinel = 12345.0f;
+
+std::vector<const VecKernels*> Tables() {
+  std::vector<const VecKernels*> tables;
+  for (CpuCapability c : {CpuCapability::kDefault, CpuCapability::kAvx2, CpuCapability::kAvx512}) {
+    if (const VecKernels* k = VecKernelsFor(c)) tables.push_back(k);
+  }
+  return tables;
+}
+
+// Deterministic values spread over [lo, hi].
+std::vector<float> Values(int64_t n, double lo, double hi, int seed) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = std::fmod((i + 1) * 0.6180339887 + seed * 0.37, 1.0);
+    v[i] = static_cast<float>(lo + (hi - lo) * t);
+  }
+  return v;
+}
+
+bool Close(double got, double want, double rtol, double atol) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::abs(got - want) <= atol + rtol * std::abs(want);
+}
+
+// Runs `run(out, in...)` on float32 and bfloat16 rows of each size and checks each element
+// against `ref` (in double, from the operands as stored), and the guard after the row.
+struct Case {
+  std::string name;
+  double lo, hi;
+  std::function<double(double)> ref;
+  VecUnaryOp op;
+};
+
+double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double Gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+const std::vector<Case>& UnaryCases() {
+  static const std::vector<Case> cases = {
+      {"exp", -10, 10, [](double x) { return std::exp(x); }, VecUnaryOp::kExp},
+      {"exp2", -10, 10, [](double x) { return std::exp2(x); }, VecUnaryOp::kExp2},
+      {"expm1", -3, 3, [](double x) { return std::expm1(x); }, VecUnaryOp::kExpm1},
+      {"log", 0.01, 100, [](double x) { return std::log(x); }, VecUnaryOp::kLog},
+      {"log2", 0.01, 100, [](double x) { return std::log2(x); }, VecUnaryOp::kLog2},
+      {"log10", 0.01, 100, [](double x) { return std::log10(x); }, VecUnaryOp::kLog10},
+      {"log1p", -0.5, 5, [](double x) { return std::log1p(x); }, VecUnaryOp::kLog1p},
+      {"sqrt", 0, 50, [](double x) { return std::sqrt(x); }, VecUnaryOp::kSqrt},
+      {"rsqrt", 0.1, 50, [](double x) { return 1 / std::sqrt(x); }, VecUnaryOp::kRsqrt},
+      {"reciprocal", 0.5, 5, [](double x) { return 1 / x; }, VecUnaryOp::kReciprocal},
+      {"sin", -4, 4, [](double x) { return std::sin(x); }, VecUnaryOp::kSin},
+      {"cos", -4, 4, [](double x) { return std::cos(x); }, VecUnaryOp::kCos},
+      {"tan", -1, 1, [](double x) { return std::tan(x); }, VecUnaryOp::kTan},
+      {"tanh", -5, 5, [](double x) { return std::tanh(x); }, VecUnaryOp::kTanh},
+      {"sigmoid", -10, 10, Sigmoid, VecUnaryOp::kSigmoid},
+      {"erf", -3, 3, [](double x) { return std::erf(x); }, VecUnaryOp::kErf},
+      {"erfc", -3, 3, [](double x) { return std::erfc(x); }, VecUnaryOp::kErfc},
+      {"silu", -8, 8, [](double x) { return x * Sigmoid(x); }, VecUnaryOp::kSilu},
+      {"gelu", -5, 5, Gelu, VecUnaryOp::kGelu},
+      {"gelu_tanh", -5, 5, GeluTanh, VecUnaryOp::kGeluTanh},
+  };
+  return cases;
+}
+
+template <typename T>
+std::vector<T> Cast(const std::vector<float>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+TEST(VecKernels, HostTableIsTorchsChoice) {
+  const std::string torch_choice = at::get_cpu_capability();
+  EXPECT_STREQ(HostVecKernels().capability, CpuCapabilityName(HostCpuCapability()));
+  if (torch_choice == "AVX512" || torch_choice == "AVX2" || torch_choice == "DEFAULT") {
+    EXPECT_EQ(torch_choice, HostVecKernels().capability);
+  }
+  const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+  if (env != nullptr && std::string(env) == "default") {
+    EXPECT_STREQ(HostVecKernels().capability, "DEFAULT");
+    EXPECT_EQ(VecKernelsFor(CpuCapability::kAvx2), nullptr);  // nothing above the chosen level
+  }
+#if defined(__x86_64__)
+  if (torch_choice == "AVX512") {
+    EXPECT_NE(VecKernelsFor(CpuCapability::kAvx512), nullptr);
+    EXPECT_NE(VecKernelsFor(CpuCapability::kAvx2), nullptr);
+  }
+#endif
+  ASSERT_NE(VecKernelsFor(CpuCapability::kDefault), nullptr);
+}
+
+TEST(VecKernels, UnaryMatchesReferenceWithTailsAndGuards) {
+  for (const VecKernels* k : Tables()) {
+    for (const Case& c : UnaryCases()) {
+      for (int64_t n : kSizes) {
+        const std::vector<float> x = Values(n, c.lo, c.hi, 1);
+        // float32
+        std::vector<float> out(n + kGuard, kSentinel);
+        k->unary(c.op, VecDtype::kFloat, out.data(), x.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(Close(out[i], c.ref(x[i]), 1e-5, 1e-6))
+              << k->capability << " " << c.name << " n=" << n << " x=" << x[i] << " got " << out[i];
+        }
+        for (int64_t i = n; i < n + kGuard; ++i) ASSERT_EQ(out[i], kSentinel) << k->capability << " " << c.name;
+        // bfloat16: the reference from the stored input, within bfloat16's rounding.
+        const std::vector<BFloat16> xb = Cast<BFloat16>(x);
+        std::vector<BFloat16> outb(n + kGuard, BFloat16(kSentinel));
+        k->unary(c.op, VecDtype::kBFloat16, outb.data(), xb.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(Close(static_cast<float>(outb[i]), c.ref(static_cast<float>(xb[i])), 8e-3, 1e-5))
+              << k->capability << " bf16 " << c.name << " n=" << n << " x=" << static_cast<float>(xb[i]);
+        }
+        for (int64_t i = n; i < n + kGuard; ++i) {
+          ASSERT_EQ(static_cast<float>(outb[i]), static_cast<float>(BFloat16(kSentinel))) << c.name;
+        }
+      }
+    }
+  }
+}
+
+TEST(VecKernels, UnaryKeepsNanAndInfinities) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, inf, -inf, 0.0f, -0.0f};
+  for (const VecKernels* k : Tables()) {
+    std::vector<float> out(x.size());
+    k->unary(VecUnaryOp::kExp, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_TRUE(std::isnan(out[0]));
+    EXPECT_EQ(out[1], inf);
+    EXPECT_EQ(out[2], 0.0f);
+    EXPECT_EQ(out[3], 1.0f);
+    k->unary(VecUnaryOp::kSigmoid, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_TRUE(std::isnan(out[0]));
+    EXPECT_EQ(out[1], 1.0f);
+    EXPECT_EQ(out[2], 0.0f);
+    k->unary(VecUnaryOp::kTanh, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_EQ(out[1], 1.0f);
+    EXPECT_EQ(out[2], -1.0f);
+  }
+}
+
+struct BinaryCase {
+  std::string name;
+  VecBinaryOp op;
+  float param;
+  std::function<double(double, double)> ref;
+};
+
+TEST(VecKernels, BinaryMatchesReferenceDenseAndBroadcast) {
+  const std::vector<BinaryCase> cases = {
+      {"add", VecBinaryOp::kAdd, 1.0f, [](double a, double b) { return a + b; }},
+      {"add_alpha", VecBinaryOp::kAdd, -2.5f, [](double a, double b) { return a - 2.5 * b; }},
+      {"mul", VecBinaryOp::kMul, 0, [](double a, double b) { return a * b; }},
+      {"div", VecBinaryOp::kDiv, 0, [](double a, double b) { return a / b; }},
+      {"maximum", VecBinaryOp::kMaximum, 0, [](double a, double b) { return a > b ? a : b; }},
+      {"minimum", VecBinaryOp::kMinimum, 0, [](double a, double b) { return a < b ? a : b; }},
+      {"threshold_backward", VecBinaryOp::kThresholdBackward, 0.25f,
+       [](double g, double x) { return x <= 0.25 ? 0.0 : g; }},
+      {"sigmoid_backward", VecBinaryOp::kSigmoidBackward, 0, [](double g, double s) { return g * (1 - s) * s; }},
+      {"tanh_backward", VecBinaryOp::kTanhBackward, 0, [](double g, double t) { return g * (1 - t * t); }},
+      {"silu_backward", VecBinaryOp::kSiluBackward, 0,
+       [](double g, double x) { return g * Sigmoid(x) * (1 + x * (1 - Sigmoid(x))); }},
+      {"gelu_backward", VecBinaryOp::kGeluBackward, 0,
+       [](double g, double x) {
+         return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+       }},
+      {"gelu_tanh_backward", VecBinaryOp::kGeluTanhBackward, 0,
+       [](double g, double x) {
+         const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+         return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+       }},
+  };
+  for (const VecKernels* k : Tables()) {
+    for (const BinaryCase& c : cases) {
+      for (int64_t n : kSizes) {
+        const std::vector<float> a = Values(n, -3, 3, 2), b = Values(n, 0.5, 3, 3);
+        // dense, a broadcast scalar first, a broadcast scalar second
+        for (int form = 0; form < 3; ++form) {
+          const VecOperand va = form == 1 ? VecOperand{nullptr, 1.75f} : VecOperand{a.data(), 0};
+          const VecOperand vb = form == 2 ? VecOperand{nullptr, 0.625f} : VecOperand{b.data(), 0};
+          std::vector<float> out(n + kGuard, kSentinel);
+          k->binary(c.op, VecDtype::kFloat, out.data(), va, vb, n, c.param);
+          for (int64_t i = 0; i < n; ++i) {
+            const double x = form == 1 ? 1.75 : a[i], y = form == 2 ? 0.625 : b[i];
+            ASSERT_TRUE(Close(out[i], c.ref(x, y), 1e-5, 1e-6))
+                << k->capability << " " << c.name << " form " << form << " n=" << n << " got " << out[i];
+          }
+          for (int64_t i = n; i < n + kGuard; ++i) ASSERT_EQ(out[i], kSentinel) << c.name;
+        }
+        const std::vector<BFloat16> ab = Cast<BFloat16>(a), bb = Cast<BFloat16>(b);
+        std::vector<BFloat16> outb(n + kGuard, BFloat16(kSentinel));
+        k->binary(c.op, VecDtype::kBFloat16, outb.data(), VecOperand{ab.data(), 0}, VecOperand{bb.data(), 0}, n,
+                  c.param);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(Close(static_cast<float>(outb[i]),
+                            c.ref(static_cast<float>(ab[i]), static_cast<float>(bb[i])), 8e-3, 1e-5))
+              << k->capability << " bf16 " << c.name << " n=" << n;
+        }
+        for (int64_t i = n; i < n + kGuard; ++i) {
+          ASSERT_EQ(static_cast<float>(outb[i]), static_cast<float>(BFloat16(kSentinel))) << c.name;
+        }
+      }
+    }
+  }
+}
+
+TEST(VecKernels, ComparisonsWriteBoolsWithNanSemantics) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::pair<VecBinaryOp, std::function<bool(float, float)>>> ops = {
+      {VecBinaryOp::kEq, [](float a, float b) { return a == b; }},
+      {VecBinaryOp::kNe, [](float a, float b) { return a != b; }},
+      {VecBinaryOp::kLt, [](float a, float b) { return a < b; }},
+      {VecBinaryOp::kLe, [](float a, float b) { return a <= b; }},
+      {VecBinaryOp::kGt, [](float a, float b) { return a > b; }},
+      {VecBinaryOp::kGe, [](float a, float b) { return a >= b; }},
+  };
+  for (const VecKernels* k : Tables()) {
+    for (const auto& [op, ref] : ops) {
+      for (int64_t n : kSizes) {
+        std::vector<float> a = Values(n, -2, 2, 4), b = Values(n, -2, 2, 5);
+        for (int64_t i = 0; i < n; i += 3) b[i] = a[i];  // equal pairs
+        for (int64_t i = 1; i < n; i += 7) a[i] = nan;
+        for (const bool scalar_b : {false, true}) {
+          std::vector<uint8_t> out(n + kGuard, 7);
+          const VecOperand vb = scalar_b ? VecOperand{nullptr, 0.5f} : VecOperand{b.data(), 0};
+          k->binary(op, VecDtype::kFloat, out.data(), VecOperand{a.data(), 0}, vb, n, 0);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(out[i], ref(a[i], scalar_b ? 0.5f : b[i]) ? 1 : 0) << k->capability << " n=" << n << " i=" << i;
+          }
+          for (int64_t i = n; i < n + kGuard; ++i) ASSERT_EQ(out[i], 7);
+          const std::vector<BFloat16> ab = Cast<BFloat16>(a), bb = Cast<BFloat16>(b);
+          std::vector<uint8_t> outb(n + kGuard, 7);
+          k->binary(op, VecDtype::kBFloat16, outb.data(), VecOperand{ab.data(), 0}, VecOperand{bb.data(), 0}, n, 0);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(outb[i], ref(static_cast<float>(ab[i]), static_cast<float>(bb[i])) ? 1 : 0) << "bf16 i=" << i;
+          }
+          for (int64_t i = n; i < n + kGuard; ++i) ASSERT_EQ(outb[i], 7);
+        }
+      }
+    }
+  }
+}
+
+TEST(VecKernels, SumAndMaxOverTails) {
+  for (const VecKernels* k : Tables()) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{33}, int64_t{4095}, int64_t{4097},
+                      int64_t{100003}}) {
+      // All negative: a tail whose padding counted as 0 would make the max 0.
+      const std::vector<float> x = Values(n, -3, -1, 6);
+      double want = 0;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (float v : x) {
+        want += v;
+        mx = std::max(mx, v);
+      }
+      EXPECT_NEAR(k->sum(VecDtype::kFloat, x.data(), n), want, 1e-6 * std::abs(want) + 1e-6) << k->capability << n;
+      EXPECT_EQ(k->max(VecDtype::kFloat, x.data(), n), mx) << k->capability << " n=" << n;
+      const std::vector<BFloat16> xb = Cast<BFloat16>(x);
+      double want_b = 0;
+      float mx_b = -std::numeric_limits<float>::infinity();
+      for (BFloat16 v : xb) {
+        want_b += static_cast<float>(v);
+        mx_b = std::max(mx_b, static_cast<float>(v));
+      }
+      EXPECT_NEAR(k->sum(VecDtype::kBFloat16, xb.data(), n), want_b, 1e-6 * std::abs(want_b) + 1e-6) << n;
+      EXPECT_EQ(k->max(VecDtype::kBFloat16, xb.data(), n), mx_b) << k->capability << " n=" << n;
+    }
+    // NaN anywhere (the tail included) makes the max NaN.
+    for (int64_t n : {int64_t{5}, int64_t{16}, int64_t{35}}) {
+      std::vector<float> x = Values(n, -3, 3, 7);
+      x[n - 1] = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_TRUE(std::isnan(k->max(VecDtype::kFloat, x.data(), n))) << k->capability << " n=" << n;
+    }
+  }
+}
+
+TEST(VecKernels, SoftmaxRowsMatchReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const VecKernels* k : Tables()) {
+    for (const bool log : {false, true}) {
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{33}, int64_t{1000}}) {
+        std::vector<float> x = Values(n, -20, 20, 8);
+        if (n > 3) x[2] = -inf;  // a masked position
+        double mx = -INFINITY, sum = 0;
+        for (float v : x) mx = std::max<double>(mx, v);
+        for (float v : x) sum += std::exp(v - mx);
+        std::vector<float> out(n + kGuard, kSentinel);
+        k->softmax(log, VecDtype::kFloat, out.data(), x.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = log ? x[i] - mx - std::log(sum) : std::exp(x[i] - mx) / sum;
+          ASSERT_TRUE(Close(out[i], want, 1e-5, 1e-7)) << k->capability << " log=" << log << " n=" << n << " i=" << i;
+        }
+        for (int64_t i = n; i < n + kGuard; ++i) ASSERT_EQ(out[i], kSentinel);
+        const std::vector<BFloat16> xb = Cast<BFloat16>(x);
+        std::vector<BFloat16> outb(n);
+        k->softmax(log, VecDtype::kBFloat16, outb.data(), xb.data(), n);
+        double mxb = -INFINITY, sumb = 0;
+        for (BFloat16 v : xb) mxb = std::max<double>(mxb, static_cast<float>(v));
+        for (BFloat16 v : xb) sumb += std::exp(static_cast<float>(v) - mxb);
+        for (int64_t i = 0; i < n; ++i) {
+          const double v = static_cast<float>(xb[i]);
+          const double want = log ? v - mxb - std::log(sumb) : std::exp(v - mxb) / sumb;
+          ASSERT_TRUE(Close(static_cast<float>(outb[i]), want, 8e-3, 1e-6)) << "bf16 log=" << log << " i=" << i;
+        }
+      }
+    }
+    // In place, as torch's softmax_(x) would.
+    std::vector<float> x = Values(37, -5, 5, 9), y(37);
+    k->softmax(false, VecDtype::kFloat, y.data(), x.data(), 37);
+    k->softmax(false, VecDtype::kFloat, x.data(), x.data(), 37);
+    for (int i = 0; i < 37; ++i) ASSERT_EQ(x[i], y[i]);
+  }
+}
+
+}  // namespace
+}  // namespace xxnpu
