@@ -98,15 +98,55 @@ void XxnpuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   offset_ = offset;
 }
 
-PhiloxSeeds XxnpuGeneratorImpl::philox_reserve(uint64_t increment) {
+namespace {
+
+// `increment` rounded up to whole Philox blocks, added to `*offset`; throws rather than
+// wrap, which would silently repeat random streams.
+uint64_t Advance(uint64_t* offset, uint64_t increment, const char* where) {
   const uint64_t pad = (kBlockWords - increment % kBlockWords) % kBlockWords;
-  TORCH_CHECK(increment <= kMaxU64 - pad && offset_ <= kMaxU64 - (increment + pad),
-              "XxnpuGeneratorImpl::philox_reserve: reserving ", increment,
-              " values at offset ", offset_,
+  TORCH_CHECK(increment <= kMaxU64 - pad && *offset <= kMaxU64 - (increment + pad), where,
+              ": reserving ", increment, " values at offset ", *offset,
               " would wrap the 64-bit Philox offset; reseed the generator");
-  const PhiloxSeeds seeds{seed_, offset_};
-  offset_ += increment + pad;
-  return seeds;
+  const uint64_t start = *offset;
+  *offset += increment + pad;
+  return start;
+}
+
+}  // namespace
+
+PhiloxSeeds XxnpuGeneratorImpl::philox_reserve(uint64_t increment) {
+  const uint64_t start = Advance(&offset_, increment, "XxnpuGeneratorImpl::philox_reserve");
+  return PhiloxSeeds{seed_, start};
+}
+
+void XxnpuGeneratorImpl::capture_prologue(uint64_t capture_id, const uint64_t* device_state) {
+  TORCH_CHECK(capture_id != 0, "XxnpuGeneratorImpl::capture_prologue: expected a capture id, got 0");
+  TORCH_CHECK(device_state != nullptr,
+              "XxnpuGeneratorImpl::capture_prologue: expected the device address of the graph's "
+              "(seed, offset) state, got null");
+  const bool inserted = captures_.emplace(capture_id, CaptureCount{device_state}).second;
+  TORCH_CHECK(inserted, "XxnpuGeneratorImpl::capture_prologue: capture ", capture_id,
+              " is already registered with this generator");
+}
+
+uint64_t XxnpuGeneratorImpl::capture_epilogue(uint64_t capture_id) {
+  auto it = captures_.find(capture_id);
+  TORCH_CHECK(it != captures_.end(), "XxnpuGeneratorImpl::capture_epilogue: capture ", capture_id,
+              " is not registered with this generator (no capture_prologue)");
+  const uint64_t total = it->second.intragraph;
+  captures_.erase(it);
+  return total;
+}
+
+bool XxnpuGeneratorImpl::is_capturing(uint64_t capture_id) const { return captures_.count(capture_id) != 0; }
+
+PhiloxSeeds XxnpuGeneratorImpl::philox_reserve_captured(uint64_t capture_id, uint64_t increment) {
+  auto it = captures_.find(capture_id);
+  TORCH_CHECK(it != captures_.end(), "XxnpuGeneratorImpl::philox_reserve_captured: capture ",
+              capture_id, " is not registered with this generator");
+  const uint64_t start =
+      Advance(&it->second.intragraph, increment, "XxnpuGeneratorImpl::philox_reserve_captured");
+  return PhiloxSeeds{0, start, it->second.device_state};
 }
 
 c10::DeviceType XxnpuGeneratorImpl::device_type() { return c10::DeviceType::PrivateUse1; }

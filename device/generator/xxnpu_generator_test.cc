@@ -327,6 +327,36 @@ TEST(XxnpuGeneratorTest, ManualSeedReproducesReservations) {
   EXPECT_EQ(run(a), run(a));
 }
 
+// Graph-safe RNG bookkeeping: a capture counts its own offsets (relative to the graph's
+// device state) and leaves the eager offset alone; its total is the whole-graph increment.
+TEST(XxnpuGeneratorTest, CaptureCountsOffsetsApartFromTheEagerStream) {
+  XxnpuGeneratorImpl gen(0, 5);
+  gen.philox_reserve(8);
+  const uint64_t state_a[2] = {0, 0};
+  const uint64_t state_b[2] = {0, 0};
+  gen.capture_prologue(11, state_a);
+  gen.capture_prologue(12, state_b);  // a second capture (another thread) counts apart
+  EXPECT_TRUE(gen.is_capturing(11));
+  EXPECT_FALSE(gen.is_capturing(13));
+  const PhiloxSeeds first = gen.philox_reserve_captured(11, 5);
+  const PhiloxSeeds second = gen.philox_reserve_captured(11, 4);
+  EXPECT_EQ(first.device_state, state_a);
+  EXPECT_EQ(first.offset, 0u);
+  EXPECT_EQ(second.offset, 8u);  // 5 rounded up to two blocks
+  EXPECT_EQ(gen.philox_reserve_captured(12, 1).device_state, state_b);
+  EXPECT_EQ(gen.get_offset(), 8u);  // captured reservations do not move the eager offset
+  EXPECT_EQ(gen.philox_reserve(1).device_state, nullptr);
+  EXPECT_EQ(gen.capture_epilogue(11), 12u);
+  EXPECT_EQ(gen.capture_epilogue(12), 4u);
+  EXPECT_FALSE(gen.is_capturing(11));
+  EXPECT_THAT(ErrorOf([&] { gen.philox_reserve_captured(11, 4); }), HasSubstr("not registered"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_epilogue(11); }), HasSubstr("no capture_prologue"));
+  gen.capture_prologue(11, state_a);  // an id may be reused once it ended
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(11, state_a); }), HasSubstr("already registered"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(0, state_a); }), HasSubstr("expected a capture id"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(14, nullptr); }), HasSubstr("got null"));
+}
+
 // ------------------------------------------------------------------ default generators
 
 TEST(DefaultXxnpuGeneratorTest, OnePerDeviceWithTheDefaultSeed) {

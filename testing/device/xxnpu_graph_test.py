@@ -381,6 +381,110 @@ def test_make_graphed_callables_functions_share_a_pool():
         torch.xxnpu.make_graphed_callables(f1, (3,))
 
 
+# ---------------------------------------------------------------- graph-safe RNG
+
+_DROP_IN = None
+
+
+def _random_step():
+    """Dropout and randn: two random ops, so the second's offset depends on the first's."""
+    return torch.nn.functional.dropout(_DROP_IN, 0.5), torch.randn(7, device=DEV)
+
+
+def _capture_random_step():
+    global _DROP_IN
+    _DROP_IN = torch.ones(1000, device=DEV)
+    _random_step()  # warm-up, as before any capture
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        out = _random_step()
+    return g, out
+
+
+def test_dropout_in_a_graph_draws_fresh_numbers_on_every_replay():
+    g, (mask, _) = _capture_random_step()
+    seen = []
+    for _ in range(3):
+        g.replay()
+        seen.append(mask.cpu())
+    assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])
+    for m in seen:  # still dropout: zeros and 2s, about half each
+        assert set(m.unique().tolist()) == {0.0, 2.0}
+        assert 300 < int((m == 0).sum()) < 700
+
+
+def test_seeded_replays_match_the_same_ops_run_eagerly_and_advance_the_generator():
+    g, out = _capture_random_step()
+    torch.xxnpu.manual_seed(123)
+    replayed = []
+    for _ in range(3):
+        g.replay()
+        replayed.append([t.cpu() for t in out])
+    after_replays = torch.randn(5, device=DEV).cpu()
+
+    torch.xxnpu.manual_seed(123)
+    eager = [[t.cpu() for t in _random_step()] for _ in range(3)]
+    after_eager = torch.randn(5, device=DEV).cpu()
+    for r, e in zip(replayed, eager):
+        assert torch.equal(r[0], e[0]) and torch.equal(r[1], e[1])
+    # The replays moved the generator on: the next eager op continues the sequence.
+    assert torch.equal(after_replays, after_eager)
+    assert not any(torch.equal(after_replays[:5], r[1][:5]) for r in replayed)
+
+    # Two seeded runs of replays agree.
+    torch.xxnpu.manual_seed(123)
+    g.replay()
+    assert torch.equal(out[0].cpu(), replayed[0][0]) and torch.equal(out[1].cpu(), replayed[0][1])
+
+
+def test_graph_without_random_ops_leaves_the_generator_alone():
+    x = torch.zeros(8, device=DEV)
+    g = torch.accelerator.Graph()
+    with torch.xxnpu.stream(torch.xxnpu.Stream()), g:
+        x.add_(1)
+    torch.xxnpu.manual_seed(7)
+    g.replay()
+    assert torch.xxnpu.default_generators[0].get_offset() == 0
+
+
+def test_accelerator_graph_replays_random_ops_with_fresh_numbers():
+    y = torch.zeros(16, device=DEV)
+    g = torch.accelerator.Graph()
+    with torch.xxnpu.stream(torch.xxnpu.Stream()), g:
+        y.uniform_()
+    g.replay()
+    first = y.cpu()
+    g.replay()
+    assert not torch.equal(first, y.cpu())
+
+
+def test_other_generators_must_be_registered_before_capture():
+    gen = torch.Generator(device=DEV)
+    with pytest.raises(RuntimeError, match="not registered with the graph"):
+        with torch.xxnpu.graph(torch.xxnpu.XXNPUGraph()):
+            torch.randn(4, device=DEV, generator=gen)
+    assert not torch.xxnpu.is_current_stream_capturing()
+
+    g = torch.xxnpu.XXNPUGraph()
+    g.register_generator_state(gen)
+    g.register_generator_state(gen)  # twice is once
+    with torch.xxnpu.graph(g):
+        y = torch.randn(4, device=DEV, generator=gen)
+    gen.manual_seed(5)
+    g.replay()
+    a = y.cpu()
+    g.replay()
+    b = y.cpu()
+    gen.manual_seed(5)
+    assert torch.equal(a, torch.randn(4, device=DEV, generator=gen).cpu())
+    assert torch.equal(b, torch.randn(4, device=DEV, generator=gen).cpu())
+
+    with pytest.raises(TypeError, match="expects a torch.Generator"):
+        g.register_generator_state(3)
+    with pytest.raises(ValueError, match="expects an xxnpu generator"):
+        g.register_generator_state(torch.Generator())
+
+
 # ---------------------------------------------------------------- profiler
 
 
