@@ -508,3 +508,51 @@ def test_profiler_shows_a_replay_as_one_launch_of_graph_kernels(tmp_path):
     assert len({k["args"]["graph id"] for k in kernels}) == 1 and kernels[0]["args"]["graph id"] != 0
     # Both ran from the one launch: its correlation id (the flow arrow's).
     assert all(k["args"]["correlation"] == launch["args"]["correlation"] for k in kernels)
+
+
+def _profile_replay(g, steps=1):
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            with torch.profiler.record_function("step"):
+                g.replay()
+        torch.xxnpu.synchronize()
+    return prof
+
+
+def test_profiler_gives_a_replays_device_time_to_the_range_that_called_it():
+    x = torch.zeros(1 << 14, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        for _ in range(3):
+            x.add_(1)
+            x.mul_(2)
+    prof = _profile_replay(g, steps=2)
+    kernels = [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+    kernel_us = sum(e.device_time for e in kernels if e.name in ("xxnpu::add", "xxnpu::mul"))
+    assert kernel_us > 0
+    (step,) = [e for e in prof.key_averages() if e.key == "step" and e.device_type == torch.autograd.DeviceType.CPU]
+    assert step.count == 2
+    # The six kernels of each replay count as the range's own device time.
+    assert step.self_device_time_total == pytest.approx(kernel_us, rel=1e-6)
+    assert step.device_time_total == pytest.approx(kernel_us, rel=1e-6)
+
+
+def test_analyzer_reports_graph_launches(tmp_path):
+    from torch_xxnpu.profiler import analyze
+
+    x = torch.zeros(64, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        for _ in range(4):
+            x.add_(1)
+    g.replay()  # warm
+    prof = _profile_replay(g, steps=3)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    s = analyze.summarize(analyze.load_trace(str(path)))
+    assert s["graphs"]["launches"] == 3
+    (row,) = s["graphs"]["graphs"]
+    assert row["launches"] == 3 and row["nodes_per_launch"] == {"min": 4, "max": 4, "avg": 4.0}
+    assert row["device_total_us"] > 0 and row["pct_device_time"] == 100.0
+    assert "Graph launches (3 xxnpuGraphLaunch calls)" in analyze.format_text(s)
