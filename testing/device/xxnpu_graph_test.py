@@ -556,3 +556,35 @@ def test_analyzer_reports_graph_launches(tmp_path):
     assert row["launches"] == 3 and row["nodes_per_launch"] == {"min": 4, "max": 4, "avg": 4.0}
     assert row["device_total_us"] > 0 and row["pct_device_time"] == 100.0
     assert "Graph launches (3 xxnpuGraphLaunch calls)" in analyze.format_text(s)
+
+
+# ---------------------------------------------------------------- torch.compile
+
+
+def _pointwise_chain(x, y):
+    for _ in range(10):
+        x = x * y + 1
+    return x.relu()
+
+
+def test_reduce_overhead_is_skipped_and_make_graphed_callables_graphs_a_compiled_function():
+    from torch._dynamo.utils import counters
+
+    x, y = torch.randn(64, device=DEV), torch.randn(64, device=DEV)
+    expected = _pointwise_chain(x, y).cpu()
+    counters.clear()
+    reduce_overhead = torch.compile(_pointwise_chain, mode="reduce-overhead")
+    assert torch.allclose(reduce_overhead(x, y).cpu(), expected)
+    # torch 2.13's Inductor graphs a compiled graph only when its one device is "cuda"
+    # (cudagraph_utils.check_multiple_devices_or_any_cpu_nodes): on xxnpu it skips the
+    # graph and runs the compiled code eagerly. If this starts failing, torch graphs
+    # other devices now: update docs/pytorch-integration.md ("Graphs").
+    assert counters["inductor"]["cudagraph_skips"] == 1
+
+    # The working path: the compiled function captured by make_graphed_callables (its
+    # warm-up calls compile it, outside the capture).
+    graphed = torch.xxnpu.make_graphed_callables(torch.compile(_pointwise_chain), (x, y))
+    x2 = torch.randn(64, device=DEV)
+    assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
+    x2.fill_(0.5)  # a new input is seen by the next replay
+    assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
