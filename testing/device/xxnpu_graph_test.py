@@ -556,6 +556,11 @@ def test_analyzer_reports_graph_launches(tmp_path):
     assert row["launches"] == 3 and row["nodes_per_launch"] == {"min": 4, "max": 4, "avg": 4.0}
     assert row["device_total_us"] > 0 and row["pct_device_time"] == 100.0
     assert "Graph launches (3 xxnpuGraphLaunch calls)" in analyze.format_text(s)
+    # The replays' work belongs to the range that called replay(), not to "(no op)".
+    ops = {o["name"]: o for o in s["ops"]}
+    assert set(ops) == {"step"}
+    assert ops["step"]["calls"] == 3 and ops["step"]["device_total_us"] == row["device_total_us"]
+    assert not [w for w in s["warnings"] if "not linked" in w], s["warnings"]
 
 
 # ---------------------------------------------------------------- torch.compile

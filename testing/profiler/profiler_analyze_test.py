@@ -280,6 +280,10 @@ def test_graph_launches_per_graph_id():
         2, {"min": 3, "max": 3, "avg": 3.0}, 90.0, 45.0)
     assert (nine["launches"], nine["nodes_per_launch"]["max"], nine["device_total_us"]) == (1, 1, 50.0)
     assert five["pct_device_time"] == 50.0  # of 180 us
+    # Launched outside any op: the record_function range around the replays owns the work.
+    ops = {o["name"]: o for o in s["ops"]}
+    assert (ops["step"]["calls"], ops["step"]["device_total_us"], ops["step"]["host_total_us"]) == (1, 140.0, 200.0)
+    assert ops["(no op)"]["device_total_us"] == 40.0
     text = analyze.format_text(s)
     assert "Graph launches (3 xxnpuGraphLaunch calls)" in text
     assert analyze.summarize(handmade())["graphs"] == {"launches": 0, "graphs": []}
