@@ -106,6 +106,13 @@ class XxnpuGeneratorImpl : public c10::GeneratorImpl {
   // relative to device_state[1]. Throws if the capture is not registered.
   PhiloxSeeds philox_reserve_captured(uint64_t capture_id, uint64_t increment);
 
+  // torch.Generator.graphsafe_get_state / graphsafe_set_state (CUDA's semantics):
+  // get returns a generator object sharing this one's state (seed, offset, captures), so
+  // draws through either advance both; set makes this generator share `state`'s, which
+  // must be an xxnpu generator (anything else throws). The caller holds mutex_.
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
+
   static c10::DeviceType device_type();
 
  private:
@@ -115,10 +122,16 @@ class XxnpuGeneratorImpl : public c10::GeneratorImpl {
     const uint64_t* device_state;
     uint64_t intragraph = 0;  // offsets reserved so far by the capture's kernels
   };
+  // Everything a generator draws from, shareable between generator objects
+  // (graphsafe_set_state), as CUDA's CUDAGeneratorState.
+  struct State : c10::intrusive_ptr_target {
+    explicit State(uint64_t s) : seed(s) {}
+    uint64_t seed;
+    uint64_t offset = 0;
+    std::unordered_map<uint64_t, CaptureCount> captures;
+  };
 
-  uint64_t seed_;
-  uint64_t offset_ = 0;
-  std::unordered_map<uint64_t, CaptureCount> captures_;
+  c10::intrusive_ptr<State> state_;
 };
 
 // Sets the number of xxnpu devices; called by the hooks layer before any default

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
@@ -355,6 +356,31 @@ TEST(XxnpuGeneratorTest, CaptureCountsOffsetsApartFromTheEagerStream) {
   EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(11, state_a); }), HasSubstr("already registered"));
   EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(0, state_a); }), HasSubstr("expected a capture id"));
   EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(14, nullptr); }), HasSubstr("got null"));
+}
+
+// graphsafe_get_state shares, clone copies: draws through a shared state advance every
+// generator holding it, as CUDA's (torch's activation checkpointing relies on it).
+TEST(XxnpuGeneratorTest, GraphsafeStateIsSharedNotCopied) {
+  auto a = c10::make_intrusive<XxnpuGeneratorImpl>(0, 3);
+  a->philox_reserve(8);
+  c10::intrusive_ptr<c10::GeneratorImpl> shared = a->graphsafe_get_state();
+  auto b = c10::make_intrusive<XxnpuGeneratorImpl>(0, 99);
+  b->graphsafe_set_state(shared);
+  EXPECT_EQ(b->current_seed(), 3u);
+  EXPECT_EQ(b->get_offset(), 8u);
+  b->philox_reserve(4);
+  EXPECT_EQ(a->get_offset(), 12u);
+  EXPECT_EQ(shared->get_offset(), 12u);
+  const uint64_t state[2] = {0, 0};
+  a->capture_prologue(5, state);
+  EXPECT_TRUE(b->is_capturing(5));  // captures are part of the state
+  EXPECT_EQ(b->capture_epilogue(5), 0u);
+  c10::intrusive_ptr<c10::GeneratorImpl> copy = a->clone();
+  a->philox_reserve(4);
+  EXPECT_EQ(copy->get_offset(), 12u);  // a clone is independent
+  c10::intrusive_ptr<c10::GeneratorImpl> cpu = at::make_generator<at::CPUGeneratorImpl>(7).getIntrusivePtr();
+  EXPECT_THAT(ErrorOf([&] { b->graphsafe_set_state(cpu); }), HasSubstr("expected the state of an xxnpu generator"));
+  EXPECT_EQ(b->get_offset(), 16u);  // unchanged by the refused call
 }
 
 // ------------------------------------------------------------------ default generators

@@ -593,3 +593,19 @@ def test_reduce_overhead_is_skipped_and_make_graphed_callables_graphs_a_compiled
     assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
     x2.fill_(0.5)  # a new input is seen by the next replay
     assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
+
+
+def test_generator_graphsafe_state_is_shared_between_generators():
+    g1 = torch.Generator(device=DEV)
+    g1.manual_seed(3)
+    g2 = torch.Generator(device=DEV)
+    g2.graphsafe_set_state(g1.graphsafe_get_state())
+    a = torch.randn(4, device=DEV, generator=g2).cpu()
+    assert g1.get_offset() == 4  # g2's draw advanced the shared state
+    g1.manual_seed(3)
+    assert torch.equal(torch.randn(4, device=DEV, generator=g1).cpu(), a)
+    clone = g1.clone_state()
+    torch.randn(4, device=DEV, generator=g1)
+    assert clone.get_offset() == 4 and g2.get_offset() == 8  # a clone is a copy
+    with pytest.raises(RuntimeError, match="expected the state of an xxnpu generator"):
+        g2.graphsafe_set_state(torch.Generator())
