@@ -166,15 +166,43 @@ class Schedule:
                     seq_lens=(pos + 1).int())
 
 
+class GraphedDecode:
+    """The decode step captured once into an xxnpu graph and replayed at every step (what
+    serving engines do with CUDA graphs): the step's inputs live in static device tensors
+    that each step overwrites in place, and the KV cache is the one the capture saw, so a
+    replay writes the new keys/values into it and attends over it like the eager step."""
+
+    def __init__(self, model: Model, kv_cache, example_args, batch):
+        dev = model.device
+        self.static = {k: v.to(dev) for k, v in example_args.items()}
+        self.tok = torch.zeros(batch, dtype=torch.long, device=dev)
+        self.graph = torch.xxnpu.XXNPUGraph()
+        with torch.xxnpu.graph(self.graph):
+            self.logits = model.forward(self.tok, **self.static, kv_cache=kv_cache)
+            self.next_tok = self.logits.argmax(-1)
+
+    def step(self, tok, args):
+        """One decode step: host-prepared `args` and the device tokens `tok` into the static
+        inputs, one replay; returns (logits, next tokens), copied out of the static outputs."""
+        for k, v in args.items():
+            self.static[k].copy_(v)
+        self.tok.copy_(tok)
+        self.graph.replay()
+        return self.logits.clone(), self.next_tok.clone()
+
+
 def synchronize(device):
     if device.type == "xxnpu":
         torch.xxnpu.synchronize()
 
 
-def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
+def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None, graphed=False):
     """Prefill + greedy decode. Returns (tokens [batch, new_tokens], logits per step on the
     CPU, prefill seconds, decode seconds, (fallback counts of the prefill, of the decode
     steps)).
+
+    graphed: decode with a GraphedDecode (xxnpu only), captured after the prefill; the
+    capture is not part of the decode time (a server captures once, at start-up).
 
     forced: tokens [batch, new_tokens] to feed instead of the model's own choices (teacher
     forcing), so that two runs' logits can be compared step by step even where a near-tie
@@ -198,14 +226,22 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None):
         prefill_fallbacks = torch_xxnpu.ops.fallback_counts() if xxnpu else {}
         if xxnpu:
             torch_xxnpu.ops.reset_fallback_counts()
+        graph = None
+        if graphed and steps:
+            graph = GraphedDecode(model, kv, steps[0], len(sched.prompt_lens))
+            synchronize(dev)
+            t1 = time.perf_counter()
         # The decode loop queues work without waiting for the device: the next step's
         # tokens stay on the device, and the host-prepared inputs are copied in stream order.
         for i, step in enumerate(steps):
-            args = {k: v.to(dev) for k, v in step.items()}
             if forced is not None:
                 tok = forced[:, i].to(dev)
-            logits = model.forward(tok, **args, kv_cache=kv)
-            tok = logits.argmax(-1)
+            if graph is not None:
+                logits, tok = graph.step(tok, step)
+            else:
+                args = {k: v.to(dev) for k, v in step.items()}
+                logits = model.forward(tok, **args, kv_cache=kv)
+                tok = logits.argmax(-1)
             all_logits.append(logits)
             all_tokens.append(tok)
         synchronize(dev)
@@ -228,6 +264,9 @@ def main(argv=None):
     p.add_argument("--trace", metavar="PATH",
                    help="also profile a short xxnpu prefill + decode with torch.profiler: print the device "
                         "kernels' table and write a chrome trace to PATH")
+    p.add_argument("--graphed", action="store_true",
+                   help="also decode with the step captured in an xxnpu graph and replayed: check it against "
+                        "the eager xxnpu decode and report its tokens/s")
     p.add_argument("--require-native-decode", action="store_true",
                    help="fail if any op of the decode step fell back to the CPU")
     args = p.parse_args(argv)
@@ -299,6 +338,22 @@ def main(argv=None):
         print(f"MISMATCH: " + (f"logits differ by {max_diff:.2e} > {tol:g}" if max_diff > tol else
                                f"{int(unexplained.sum())} greedy choices differ with a clear margin"))
     print("generated tokens (xxnpu), sequence 0:", x_tokens[0].tolist())
+
+    if args.graphed:
+        run(model, prompts, sched, 2, dtype, graphed=True)  # warm-up
+        g_reps = [run(model, prompts, sched, args.new_tokens, dtype, graphed=True) for _ in range(max(1, args.reps))]
+        g_tokens, g_logits, _, _, _ = g_reps[0]
+        g_tps = n_dec / statistics.median(r[3] for r in g_reps)
+        _, x_eager_logits, _, _, _ = reps[0]
+        g_diff = max((a - b).abs().max().item() for a, b in zip(g_logits, x_eager_logits))
+        same = torch.equal(g_tokens, x_tokens)
+        print(f"graphed decode: xxnpu graph {g_tps:.1f} tokens/s, eager xxnpu {x_tps:.1f} tokens/s, "
+              f"graph/eager {g_tps / x_tps:.2f}x, graph/cpu {g_tps / cpu_tps:.2f}x")
+        print(f"graphed decode vs eager xxnpu: logits max |diff| {g_diff:.2e}, tokens "
+              + ("identical" if same else "DIFFER"))
+        if not same or g_diff > 0:
+            print("MISMATCH: the graphed decode differs from the eager xxnpu decode")
+            ok = False
 
     if args.trace:
         from torch.profiler import ProfilerActivity, profile

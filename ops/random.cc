@@ -19,6 +19,7 @@
 #include "device/c10/xxnpu_stream.h"
 #include "device/generator/philox.h"
 #include "device/generator/xxnpu_generator.h"
+#include "device/graph.h"
 #include "device/runtime.h"
 #include "ops/cpu_fallback.h"
 
@@ -29,7 +30,20 @@ constexpr int64_t kElementsPerBlock = 16384;
 
 PhiloxSeeds Reserve(std::optional<at::Generator> gen, c10::DeviceIndex device, uint64_t words) {
   auto* g = at::get_generator_or_default<XxnpuGeneratorImpl>(gen, GetDefaultXxnpuGenerator(device));
+  const StreamCaptureInfo capture =
+      ValueOrThrow(xxnpuStreamGetCaptureInfo(CurrentXxnpuStreamHandle(device)), "xxnpu random op");
   std::lock_guard<std::mutex> lock(g->mutex_);
+  if (capture.status != StreamCaptureStatus::kNone && g->is_capturing(capture.id)) {
+    return g->philox_reserve_captured(capture.id, words);
+  }
+  // A generator the graph does not know would bake this capture's numbers into every
+  // replay: refuse, as CUDA does. (An invalidated capture runs nothing; let the op go on
+  // to the runtime, whose error names the call that spoilt the capture.)
+  TORCH_CHECK(capture.status != StreamCaptureStatus::kActive,
+              "xxnpu random op during graph capture ", capture.id,
+              " with a generator that is not registered with the graph: the capturing "
+              "device's default generator is; register others before capturing with "
+              "XXNPUGraph.register_generator_state(generator)");
   return g->philox_reserve(words);
 }
 
@@ -50,10 +64,18 @@ void LaunchGenerate(const char* name, const at::Tensor& out, PhiloxSeeds seeds, 
   cfg.flops = flops_per_element * static_cast<uint64_t>(n);
   CheckOk(xxnpuLaunchKernel(cfg, [data, n, seeds, per_block, f](BlockRange r) {
     scalar_t* view = DeviceView(data);
+    // A captured kernel reads its (seed, base offset) now, when it runs (see the top).
+    uint64_t seed = seeds.seed;
+    uint64_t offset = seeds.offset;
+    if (seeds.device_state != nullptr) {
+      const uint64_t* state = DeviceView(seeds.device_state);
+      seed = state[0];
+      offset += state[1];
+    }
     const int64_t end = std::min(n, r.end * kElementsPerBlock);
     double values[4] = {0, 0, 0, 0};
     for (int64_t i = r.begin * kElementsPerBlock; i < end; i += per_block) {
-      Philox4x32 engine(seeds.seed, 0, seeds.offset / 4 + static_cast<uint64_t>(i / per_block));
+      Philox4x32 engine(seed, 0, offset / 4 + static_cast<uint64_t>(i / per_block));
       f(engine.next(), values);
       for (int j = 0; j < per_block && i + j < end; ++j) view[i + j] = static_cast<scalar_t>(values[j]);
     }

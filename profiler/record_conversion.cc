@@ -415,9 +415,14 @@ class RecordConverter {
     return (id != 0 && linked_) ? linked_(id) : nullptr;
   }
 
+  // Linked to the innermost op; failing that, to the innermost record_function range.
+  // Work not launched by an aten op (a graph replay: `with record_function("step"):
+  // g.replay()`) then counts as the range's device time in key_averages, instead of
+  // belonging to nothing.
   void LinkToOp(TraceActivity& a, const ActivityRecord& r) const {
-    a.id = OpId(r.external_id[kDefaultIds]);
-    a.linked = Linked(r.external_id[kDefaultIds]);
+    const uint64_t owner = r.external_id[kDefaultIds] != 0 ? r.external_id[kDefaultIds] : r.external_id[kUserIds];
+    a.id = OpId(owner);
+    a.linked = Linked(owner);
   }
 
   // Device activities: args.stream is their row (Kineto's convention, which HTA uses to

@@ -293,6 +293,26 @@ TEST_F(ConversionTest, UserAnnotationsSpanTheirDeviceWorkPerStream) {
   EXPECT_EQ(span.getMetadataValue("stream"), "");
 }
 
+// A graph replay called inside record_function but outside any op: the launch and the
+// kernels it ran belong to the range (its device time), not to nothing.
+TEST_F(ConversionTest, WorkOutsideAnyOpIsLinkedToItsUserRange) {
+  ActivityRecord launch = Runtime("xxnpuGraphLaunch", 1'000, 1'100, 7, 0);
+  launch.external_id[1] = 12;
+  ActivityRecord k1 = Device(ActivityKind::kKernel, "xxnpu::add", 2'000, 2'500, 7, 0, 12);
+  ActivityRecord k2 = Device(ActivityKind::kKernel, "xxnpu::mul", 2'500, 2'900, 7, 0, 12);
+  k1.graph_id = k2.graph_id = 3;
+  k2.graph_node_id = 1;
+  ActivityRecord both = Device(ActivityKind::kKernel, "xxnpu::sub", 3'000, 3'100, 8, 11, 12);
+  ConversionResult res = Convert({launch, k1, k2, both});
+  ASSERT_EQ(res.activities, 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(At(i).linkedActivity(), &range_) << At(i).name();
+    EXPECT_EQ(At(i).correlationId(), 12) << At(i).name();
+  }
+  EXPECT_EQ(At(3).linkedActivity(), &op_);  // an op, when there is one, wins
+  EXPECT_EQ(res.device_unlinked, 0u);
+}
+
 ActivityRecord Marker(const char* name, int64_t start, int64_t end, uint8_t subkind = 0, int32_t tid = kHostTid) {
   ActivityRecord r;
   r.kind = ActivityKind::kMarker;

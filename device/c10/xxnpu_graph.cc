@@ -2,12 +2,16 @@
 
 #include <c10/util/Exception.h>
 
+#include <ATen/ops/empty.h>
+
 #include <fstream>
+#include <mutex>
 #include <utility>
 
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_allocator.h"
 #include "device/c10/xxnpu_stream.h"
+#include "device/generator/xxnpu_generator.h"
 
 namespace xxnpu {
 namespace {
@@ -29,7 +33,45 @@ StreamCaptureMode ToRuntimeMode(at::GraphCaptureMode mode) {
                     "; expected default, global, thread_local or relaxed");
 }
 
+thread_local std::vector<at::Generator> t_staged_generators;
+
+XxnpuGeneratorImpl* Impl(const at::Generator& g) { return at::check_generator<XxnpuGeneratorImpl>(g); }
+
 }  // namespace
+
+void StageGeneratorsForNextCapture(std::vector<at::Generator> generators) {
+  t_staged_generators = std::move(generators);
+}
+
+void XxnpuGraph::register_generator_state(const at::Generator& generator) {
+  TORCH_CHECK(generator.defined(), "xxnpu graph register_generator_state: expected a generator, got None");
+  TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+              "xxnpu graph register_generator_state: expected an xxnpu generator, got one of device ",
+              generator.device());
+  TORCH_CHECK(!capturing_, "xxnpu graph register_generator_state: register generators before capture_begin");
+  for (const RngState& r : rng_) {
+    if (r.generator == generator) return;
+  }
+  rng_.push_back(RngState{generator, at::Tensor(), 0});
+}
+
+void XxnpuGraph::BeginRngCapture(uint64_t capture_id) {
+  for (RngState& r : rng_) {
+    std::lock_guard<std::mutex> lock(r.generator.mutex());
+    Impl(r.generator)->capture_prologue(capture_id,
+                                        reinterpret_cast<const uint64_t*>(r.device_state.data_ptr<int64_t>()));
+  }
+  rng_counting_ = true;
+}
+
+void XxnpuGraph::EndRngCapture() {
+  if (!rng_counting_) return;
+  rng_counting_ = false;
+  for (RngState& r : rng_) {
+    std::lock_guard<std::mutex> lock(r.generator.mutex());
+    r.increment = Impl(r.generator)->capture_epilogue(capture_id_);
+  }
+}
 
 XxnpuGraph::XxnpuGraph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
 
@@ -51,8 +93,27 @@ void XxnpuGraph::capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode captu
               "; capture on a side stream (`with torch.xxnpu.stream(torch.xxnpu.Stream()):`, "
               "or use torch.xxnpu.graph, which does it for you)");
   const xxnpuStream_t handle = stream.handle();
+
+  // The generators' device states are allocated before the capture, outside its pool.
+  std::vector<at::Generator> staged = std::exchange(t_staged_generators, {});
+  register_generator_state(GetDefaultXxnpuGenerator(device));
+  for (const at::Generator& g : staged) {
+    TORCH_CHECK(g.device() == c10::Device(c10::DeviceType::PrivateUse1, device),
+                "xxnpu graph register_generator_state: the generator is on ", g.device(),
+                " but the capture is on xxnpu:", static_cast<int>(device));
+    register_generator_state(g);
+  }
+  for (RngState& r : rng_) {
+    if (!r.device_state.defined()) {
+      r.device_state = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(c10::DeviceType::PrivateUse1, device));
+    }
+    r.increment = 0;
+  }
+
   CheckOk(xxnpuStreamBeginCapture(handle, mode), "xxnpu graph capture_begin");
   const uint64_t capture_id = ValueOrThrow(xxnpuStreamGetCaptureInfo(handle)).id;
+  capture_id_ = capture_id;
+  BeginRngCapture(capture_id);
 
   // A graph without a shared pool gets one of its own, {capture id, 0}: never equal to a
   // graph_pool_handle() id, {0, n}.
@@ -66,6 +127,7 @@ void XxnpuGraph::capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode captu
         return info.ok() && info->status != StreamCaptureStatus::kNone && info->id == capture_id;
       });
   if (!routed.ok()) {
+    EndRngCapture();
     absl::StatusOr<xxnpuGraph_t> g = xxnpuStreamEndCapture(handle);
     if (g.ok()) (void)xxnpuGraphDestroy(*g);
     ThrowStatus(routed, "xxnpu graph capture_begin (private pool)");
@@ -81,6 +143,7 @@ void XxnpuGraph::capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode captu
 void XxnpuGraph::capture_end() {
   TORCH_CHECK(capturing_, "xxnpu graph: capture_end without a capture_begin");
   capturing_ = false;
+  EndRngCapture();
   // End on the stream the capture began on even if the current stream changed since, so
   // that a mistake in the caller still leaves the stream usable.
   absl::StatusOr<xxnpuGraph_t> graph = xxnpuStreamEndCapture(capture_stream_);
@@ -122,7 +185,33 @@ void XxnpuGraph::replay() {
   TORCH_CHECK(exec_ != nullptr || graph_ != nullptr,
               "xxnpu graph: replay without a successful capture (capture_begin/capture_end first)");
   if (exec_ == nullptr) instantiate();  // keep_graph=True: instantiated on first replay
-  CheckOk(xxnpuGraphLaunch(exec_, CurrentXxnpuStreamHandle(device_)), "xxnpu graph replay");
+  const xxnpuStream_t stream = CurrentXxnpuStreamHandle(device_);
+  // Graph-safe RNG: this replay's numbers are the next `increment` values of each
+  // generator, as if its ops ran eagerly now. The state is written on the replay's stream,
+  // so it is in place when the graph's kernels read it and not before an earlier replay
+  // on the stream has read its own.
+  for (RngState& r : rng_) {
+    if (r.increment == 0) continue;
+    PhiloxSeeds seeds;
+    {
+      std::lock_guard<std::mutex> lock(r.generator.mutex());
+      seeds = Impl(r.generator)->philox_reserve(r.increment);
+    }
+    uint64_t* state = reinterpret_cast<uint64_t*>(r.device_state.data_ptr<int64_t>());
+    LaunchConfig cfg;
+    cfg.name = "xxnpu::graph_rng_state";
+    cfg.grid = Dim3{1, 1, 1};
+    cfg.bytes = 2 * sizeof(uint64_t);
+    const uint64_t seed = seeds.seed;
+    const uint64_t offset = seeds.offset;
+    CheckOk(xxnpuLaunchKernel(cfg, [state, seed, offset](BlockRange) {
+      uint64_t* view = DeviceView(state);
+      view[0] = seed;
+      view[1] = offset;
+      return absl::OkStatus();
+    }, stream), "xxnpu graph replay (random state)");
+  }
+  CheckOk(xxnpuGraphLaunch(exec_, stream), "xxnpu graph replay");
 }
 
 absl::Status XxnpuGraph::ReleaseAll() {
@@ -132,6 +221,11 @@ absl::Status XxnpuGraph::ReleaseAll() {
   };
   if (capturing_) {
     capturing_ = false;
+    try {
+      EndRngCapture();
+    } catch (const std::exception& e) {
+      keep(absl::InternalError(e.what()));
+    }
     absl::StatusOr<xxnpuGraph_t> g = xxnpuStreamEndCapture(capture_stream_);
     if (g.ok()) keep(xxnpuGraphDestroy(*g));
     keep(GetXxnpuAllocator()->ForDevice(device_).EndAllocateToPool(pool_));
@@ -149,6 +243,12 @@ absl::Status XxnpuGraph::ReleaseAll() {
     keep(GetXxnpuAllocator()->ForDevice(device_).ReleasePool(pool_));
   }
   graph_id_ = 0;
+  // The registrations stay for the next capture; the device states go, with the rest of
+  // the graph's memory (as for CUDA: reset a graph only once its replays have run).
+  for (RngState& r : rng_) {
+    r.device_state = at::Tensor();
+    r.increment = 0;
+  }
   return first;
 }
 

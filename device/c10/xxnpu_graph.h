@@ -7,14 +7,24 @@
 // the graph's private pool; capture_end turns the capture into a graph (instantiated
 // unless keep_graph); replay queues it on the current stream as one command; reset (or the
 // destructor) frees the graph and gives the pool back.
+//
+// Graph-safe RNG, as CUDAGraph's: the capturing device's default generator (and any
+// generator registered with register_generator_state) count what the captured random ops
+// reserve (XxnpuGeneratorImpl::capture_prologue); each replay first takes that many
+// values from the generator and writes the (seed, offset) it got into the graph's device
+// state, which the captured kernels read, so replays draw fresh numbers and advance the
+// generator as the same ops run eagerly would.
 #ifndef TORCH_XXNPU_DEVICE_C10_XXNPU_GRAPH_H_
 #define TORCH_XXNPU_DEVICE_C10_XXNPU_GRAPH_H_
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/GraphImplInterface.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "device/caching_allocator.h"
 #include "device/graph.h"
@@ -44,7 +54,19 @@ class XxnpuGraph final : public at::GraphImplInterface {
   size_t node_count() const;
   uint32_t graph_id() const;
 
+  // Adds a generator of the graph's device whose random ops may be captured (the default
+  // generator always is). Before capture_begin only; registering twice is a no-op.
+  void register_generator_state(const at::Generator& generator);
+
  private:
+  struct RngState {
+    at::Generator generator;
+    at::Tensor device_state;  // 2 x int64 on the device: {seed, offset} for a replay
+    uint64_t increment = 0;   // what one replay takes from the generator
+  };
+  void BeginRngCapture(uint64_t capture_id);
+  void EndRngCapture();
+
   // Releases everything this object holds; never throws (runs in the destructor too).
   // Returns the first failure, for reset() to report.
   absl::Status ReleaseAll();
@@ -60,7 +82,15 @@ class XxnpuGraph final : public at::GraphImplInterface {
   xxnpuGraph_t graph_ = nullptr;
   xxnpuGraphExec_t exec_ = nullptr;
   uint32_t graph_id_ = 0;
+  uint64_t capture_id_ = 0;
+  bool rng_counting_ = false;  // the generators count for capture_id_
+  std::vector<RngState> rng_;
 };
+
+// torch.accelerator.Graph gives no access to its GraphImplInterface, so torch.xxnpu's
+// XXNPUGraph.register_generator_state stages its generators here, for the calling thread:
+// the next capture_begin on this thread takes (and clears) them.
+void StageGeneratorsForNextCapture(std::vector<at::Generator> generators);
 
 // Whether the current stream of the current xxnpu device is capturing (an invalidated
 // capture counts: work queued on it is refused, not run).

@@ -35,14 +35,14 @@ void CheckOffsetAligned(uint64_t offset, const char* where) {
 XxnpuGeneratorImpl::XxnpuGeneratorImpl(c10::DeviceIndex device_index, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device_index),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+      state_(c10::make_intrusive<State>(seed)) {}
 
 void XxnpuGeneratorImpl::set_current_seed(uint64_t seed) {
-  seed_ = seed;
-  offset_ = 0;
+  state_->seed = seed;
+  state_->offset = 0;
 }
 
-uint64_t XxnpuGeneratorImpl::current_seed() const { return seed_; }
+uint64_t XxnpuGeneratorImpl::current_seed() const { return state_->seed; }
 
 uint64_t XxnpuGeneratorImpl::seed() {
   // is_cuda = true: the random-device source CUDA uses for its generators (the other one
@@ -54,23 +54,23 @@ uint64_t XxnpuGeneratorImpl::seed() {
 
 void XxnpuGeneratorImpl::set_offset(uint64_t offset) {
   CheckOffsetAligned(offset, "XxnpuGeneratorImpl::set_offset");
-  offset_ = offset;
+  state_->offset = offset;
 }
 
-uint64_t XxnpuGeneratorImpl::get_offset() const { return offset_; }
+uint64_t XxnpuGeneratorImpl::get_offset() const { return state_->offset; }
 
 c10::intrusive_ptr<c10::TensorImpl> XxnpuGeneratorImpl::get_state() const {
   // A CPU byte tensor, like every generator's state, so torch's get_rng_state /
   // set_rng_state and pickling handle it without knowing about xxnpu.
   at::TensorBase state = at::detail::empty_cpu({kStateSize}, c10::ScalarType::Byte);
   auto* bytes = static_cast<uint8_t*>(state.mutable_data_ptr());
-  std::memcpy(bytes, &seed_, sizeof(seed_));
-  std::memcpy(bytes + sizeof(seed_), &offset_, sizeof(offset_));
+  std::memcpy(bytes, &state_->seed, sizeof(state_->seed));
+  std::memcpy(bytes + sizeof(state_->seed), &state_->offset, sizeof(state_->offset));
   return state.getIntrusivePtr();
 }
 
 void XxnpuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
-  static_assert(sizeof(seed_) + sizeof(offset_) == kStateSize);
+  static_assert(sizeof(state_->seed) + sizeof(state_->offset) == kStateSize);
   TORCH_CHECK(new_state.device().type() == c10::DeviceType::CPU &&
                   new_state.layout() == c10::kStrided,
               "XxnpuGeneratorImpl::set_state: expected a strided CPU tensor, got layout ",
@@ -94,26 +94,80 @@ void XxnpuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   std::memcpy(&offset, bytes + sizeof(seed), sizeof(offset));
   // Validate everything before assigning anything: a rejected state leaves us unchanged.
   CheckOffsetAligned(offset, "XxnpuGeneratorImpl::set_state");
-  seed_ = seed;
-  offset_ = offset;
+  state_->seed = seed;
+  state_->offset = offset;
 }
 
-PhiloxSeeds XxnpuGeneratorImpl::philox_reserve(uint64_t increment) {
+namespace {
+
+// `increment` rounded up to whole Philox blocks, added to `*offset`; throws rather than
+// wrap, which would silently repeat random streams.
+uint64_t Advance(uint64_t* offset, uint64_t increment, const char* where) {
   const uint64_t pad = (kBlockWords - increment % kBlockWords) % kBlockWords;
-  TORCH_CHECK(increment <= kMaxU64 - pad && offset_ <= kMaxU64 - (increment + pad),
-              "XxnpuGeneratorImpl::philox_reserve: reserving ", increment,
-              " values at offset ", offset_,
+  TORCH_CHECK(increment <= kMaxU64 - pad && *offset <= kMaxU64 - (increment + pad), where,
+              ": reserving ", increment, " values at offset ", *offset,
               " would wrap the 64-bit Philox offset; reseed the generator");
-  const PhiloxSeeds seeds{seed_, offset_};
-  offset_ += increment + pad;
-  return seeds;
+  const uint64_t start = *offset;
+  *offset += increment + pad;
+  return start;
+}
+
+}  // namespace
+
+PhiloxSeeds XxnpuGeneratorImpl::philox_reserve(uint64_t increment) {
+  const uint64_t start = Advance(&state_->offset, increment, "XxnpuGeneratorImpl::philox_reserve");
+  return PhiloxSeeds{state_->seed, start};
+}
+
+void XxnpuGeneratorImpl::capture_prologue(uint64_t capture_id, const uint64_t* device_state) {
+  TORCH_CHECK(capture_id != 0, "XxnpuGeneratorImpl::capture_prologue: expected a capture id, got 0");
+  TORCH_CHECK(device_state != nullptr,
+              "XxnpuGeneratorImpl::capture_prologue: expected the device address of the graph's "
+              "(seed, offset) state, got null");
+  const bool inserted = state_->captures.emplace(capture_id, CaptureCount{device_state}).second;
+  TORCH_CHECK(inserted, "XxnpuGeneratorImpl::capture_prologue: capture ", capture_id,
+              " is already registered with this generator");
+}
+
+uint64_t XxnpuGeneratorImpl::capture_epilogue(uint64_t capture_id) {
+  auto it = state_->captures.find(capture_id);
+  TORCH_CHECK(it != state_->captures.end(), "XxnpuGeneratorImpl::capture_epilogue: capture ", capture_id,
+              " is not registered with this generator (no capture_prologue)");
+  const uint64_t total = it->second.intragraph;
+  state_->captures.erase(it);
+  return total;
+}
+
+bool XxnpuGeneratorImpl::is_capturing(uint64_t capture_id) const { return state_->captures.count(capture_id) != 0; }
+
+PhiloxSeeds XxnpuGeneratorImpl::philox_reserve_captured(uint64_t capture_id, uint64_t increment) {
+  auto it = state_->captures.find(capture_id);
+  TORCH_CHECK(it != state_->captures.end(), "XxnpuGeneratorImpl::philox_reserve_captured: capture ",
+              capture_id, " is not registered with this generator");
+  const uint64_t start =
+      Advance(&it->second.intragraph, increment, "XxnpuGeneratorImpl::philox_reserve_captured");
+  return PhiloxSeeds{0, start, it->second.device_state};
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> XxnpuGeneratorImpl::graphsafe_get_state() const {
+  auto shared = c10::make_intrusive<XxnpuGeneratorImpl>(device_.index(), state_->seed);
+  shared->state_ = state_;
+  return shared;
+}
+
+void XxnpuGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  TORCH_CHECK(state, "XxnpuGeneratorImpl::graphsafe_set_state: expected a generator state, got None");
+  const auto* other = dynamic_cast<const XxnpuGeneratorImpl*>(state.get());
+  TORCH_CHECK(other != nullptr, "XxnpuGeneratorImpl::graphsafe_set_state: expected the state of an xxnpu "
+              "generator (graphsafe_get_state of one), got one of device type ", state->device().type());
+  state_ = other->state_;
 }
 
 c10::DeviceType XxnpuGeneratorImpl::device_type() { return c10::DeviceType::PrivateUse1; }
 
 XxnpuGeneratorImpl* XxnpuGeneratorImpl::clone_impl() const {
-  auto* copy = new XxnpuGeneratorImpl(device_.index(), seed_);
-  copy->offset_ = offset_;
+  auto* copy = new XxnpuGeneratorImpl(device_.index(), state_->seed);
+  copy->state_->offset = state_->offset;
   return copy;
 }
 

@@ -14,6 +14,7 @@
 #define TORCH_XXNPU_DEVICE_GENERATOR_XXNPU_GENERATOR_H_
 
 #include <cstdint>
+#include <unordered_map>
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
@@ -25,9 +26,16 @@ namespace xxnpu {
 
 // What a random kernel needs from the generator: the key and the first counter of the
 // range reserved for it (see philox.h for how elements map onto counters).
+//
+// Inside a graph capture the numbers cannot be fixed at capture time, or every replay
+// would repeat them: `device_state` then points to two uint64 in device memory, {seed,
+// base offset}, that the graph writes before each replay (see "Graph-safe RNG" below),
+// and the kernel uses seed = device_state[0], offset = device_state[1] + offset, reading
+// them when it runs. Eager ops leave it null.
 struct PhiloxSeeds {
   uint64_t seed;
   uint64_t offset;  // in uint32 values; always a multiple of 4
+  const uint64_t* device_state = nullptr;
 };
 
 // Thread safety, as for every c10 generator (see torch's Note [Acquire lock when using
@@ -77,13 +85,53 @@ class XxnpuGeneratorImpl : public c10::GeneratorImpl {
   // if the 64-bit offset would wrap, which would silently repeat random streams.
   PhiloxSeeds philox_reserve(uint64_t increment);
 
+  // ---- Graph-safe RNG (CUDA's CUDAGeneratorState capture/replay protocol). A graph that
+  // captures random ops registers the generator for its capture: capture_prologue(id,
+  // state) starts counting, per capture id, the offsets the captured ops reserve
+  // (philox_reserve_captured, which leaves the eager offset alone); capture_epilogue(id)
+  // returns the total, the graph's whole-graph increment. Before each replay the graph
+  // takes that many values from the eager stream with philox_reserve and writes the
+  // (seed, offset) it got into `device_state`, so every replay draws fresh numbers and a
+  // seeded run of replays draws what the same ops run eagerly would. Several captures
+  // (threads) may count at once, each under its own id. The caller holds mutex_.
+  //
+  // `device_state`: device address of two uint64 the graph owns and keeps alive while
+  // captured kernels may run. Throws if `capture_id` (never 0) is already counting.
+  void capture_prologue(uint64_t capture_id, const uint64_t* device_state);
+  // Ends the counting for `capture_id` and returns what the capture reserved (a multiple
+  // of 4). Throws if capture_prologue was not called for it.
+  uint64_t capture_epilogue(uint64_t capture_id);
+  bool is_capturing(uint64_t capture_id) const;
+  // philox_reserve for a kernel captured under `capture_id`: the result's offset is
+  // relative to device_state[1]. Throws if the capture is not registered.
+  PhiloxSeeds philox_reserve_captured(uint64_t capture_id, uint64_t increment);
+
+  // torch.Generator.graphsafe_get_state / graphsafe_set_state (CUDA's semantics):
+  // get returns a generator object sharing this one's state (seed, offset, captures), so
+  // draws through either advance both; set makes this generator share `state`'s, which
+  // must be an xxnpu generator (anything else throws). The caller holds mutex_.
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
+
   static c10::DeviceType device_type();
 
  private:
   XxnpuGeneratorImpl* clone_impl() const override;
 
-  uint64_t seed_;
-  uint64_t offset_ = 0;
+  struct CaptureCount {
+    const uint64_t* device_state;
+    uint64_t intragraph = 0;  // offsets reserved so far by the capture's kernels
+  };
+  // Everything a generator draws from, shareable between generator objects
+  // (graphsafe_set_state), as CUDA's CUDAGeneratorState.
+  struct State : c10::intrusive_ptr_target {
+    explicit State(uint64_t s) : seed(s) {}
+    uint64_t seed;
+    uint64_t offset = 0;
+    std::unordered_map<uint64_t, CaptureCount> captures;
+  };
+
+  c10::intrusive_ptr<State> state_;
 };
 
 // Sets the number of xxnpu devices; called by the hooks layer before any default

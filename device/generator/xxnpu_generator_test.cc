@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
@@ -325,6 +326,61 @@ TEST(XxnpuGeneratorTest, ManualSeedReproducesReservations) {
   a.get<XxnpuGeneratorImpl>()->philox_reserve(100);  // history before the seed is erased
   EXPECT_EQ(run(a), run(b));
   EXPECT_EQ(run(a), run(a));
+}
+
+// Graph-safe RNG bookkeeping: a capture counts its own offsets (relative to the graph's
+// device state) and leaves the eager offset alone; its total is the whole-graph increment.
+TEST(XxnpuGeneratorTest, CaptureCountsOffsetsApartFromTheEagerStream) {
+  XxnpuGeneratorImpl gen(0, 5);
+  gen.philox_reserve(8);
+  const uint64_t state_a[2] = {0, 0};
+  const uint64_t state_b[2] = {0, 0};
+  gen.capture_prologue(11, state_a);
+  gen.capture_prologue(12, state_b);  // a second capture (another thread) counts apart
+  EXPECT_TRUE(gen.is_capturing(11));
+  EXPECT_FALSE(gen.is_capturing(13));
+  const PhiloxSeeds first = gen.philox_reserve_captured(11, 5);
+  const PhiloxSeeds second = gen.philox_reserve_captured(11, 4);
+  EXPECT_EQ(first.device_state, state_a);
+  EXPECT_EQ(first.offset, 0u);
+  EXPECT_EQ(second.offset, 8u);  // 5 rounded up to two blocks
+  EXPECT_EQ(gen.philox_reserve_captured(12, 1).device_state, state_b);
+  EXPECT_EQ(gen.get_offset(), 8u);  // captured reservations do not move the eager offset
+  EXPECT_EQ(gen.philox_reserve(1).device_state, nullptr);
+  EXPECT_EQ(gen.capture_epilogue(11), 12u);
+  EXPECT_EQ(gen.capture_epilogue(12), 4u);
+  EXPECT_FALSE(gen.is_capturing(11));
+  EXPECT_THAT(ErrorOf([&] { gen.philox_reserve_captured(11, 4); }), HasSubstr("not registered"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_epilogue(11); }), HasSubstr("no capture_prologue"));
+  gen.capture_prologue(11, state_a);  // an id may be reused once it ended
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(11, state_a); }), HasSubstr("already registered"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(0, state_a); }), HasSubstr("expected a capture id"));
+  EXPECT_THAT(ErrorOf([&] { gen.capture_prologue(14, nullptr); }), HasSubstr("got null"));
+}
+
+// graphsafe_get_state shares, clone copies: draws through a shared state advance every
+// generator holding it, as CUDA's (torch's activation checkpointing relies on it).
+TEST(XxnpuGeneratorTest, GraphsafeStateIsSharedNotCopied) {
+  auto a = c10::make_intrusive<XxnpuGeneratorImpl>(0, 3);
+  a->philox_reserve(8);
+  c10::intrusive_ptr<c10::GeneratorImpl> shared = a->graphsafe_get_state();
+  auto b = c10::make_intrusive<XxnpuGeneratorImpl>(0, 99);
+  b->graphsafe_set_state(shared);
+  EXPECT_EQ(b->current_seed(), 3u);
+  EXPECT_EQ(b->get_offset(), 8u);
+  b->philox_reserve(4);
+  EXPECT_EQ(a->get_offset(), 12u);
+  EXPECT_EQ(shared->get_offset(), 12u);
+  const uint64_t state[2] = {0, 0};
+  a->capture_prologue(5, state);
+  EXPECT_TRUE(b->is_capturing(5));  // captures are part of the state
+  EXPECT_EQ(b->capture_epilogue(5), 0u);
+  c10::intrusive_ptr<c10::GeneratorImpl> copy = a->clone();
+  a->philox_reserve(4);
+  EXPECT_EQ(copy->get_offset(), 12u);  // a clone is independent
+  c10::intrusive_ptr<c10::GeneratorImpl> cpu = at::make_generator<at::CPUGeneratorImpl>(7).getIntrusivePtr();
+  EXPECT_THAT(ErrorOf([&] { b->graphsafe_set_state(cpu); }), HasSubstr("expected the state of an xxnpu generator"));
+  EXPECT_EQ(b->get_offset(), 16u);  // unchanged by the refused call
 }
 
 // ------------------------------------------------------------------ default generators

@@ -3,6 +3,9 @@
 // pool handles, the capture status of the current stream, and the private pools' stats.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include <vector>
 
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_allocator.h"
@@ -20,6 +23,19 @@ void InitGraphBindings(py::module_& m) {
   m.def("_graph_pool_handle", [] {
     const MempoolId id = NewMempoolId();
     return py::make_tuple(id.first, id.second);
+  });
+  // XXNPUGraph.register_generator_state: torch.accelerator.Graph hides its implementation
+  // object, so the generators go to the next capture_begin of this thread.
+  m.def("_stage_graph_generators", [](const py::list& generators) {
+    std::vector<at::Generator> staged;
+    for (const py::handle& g : generators) {
+      if (!THPGenerator_Check(g.ptr())) {
+        throw py::type_error(std::string("register_generator_state expects a torch.Generator; got ") +
+                             py::str(py::type::of(g).attr("__name__")).cast<std::string>());
+      }
+      staged.push_back(reinterpret_cast<THPGenerator*>(g.ptr())->cdata);
+    }
+    StageGeneratorsForNextCapture(std::move(staged));
   });
   m.def("_is_current_stream_capturing", [] { return IsCurrentStreamCapturing(); });
   // One dict per private pool of the device (an unused device has none).

@@ -381,6 +381,110 @@ def test_make_graphed_callables_functions_share_a_pool():
         torch.xxnpu.make_graphed_callables(f1, (3,))
 
 
+# ---------------------------------------------------------------- graph-safe RNG
+
+_DROP_IN = None
+
+
+def _random_step():
+    """Dropout and randn: two random ops, so the second's offset depends on the first's."""
+    return torch.nn.functional.dropout(_DROP_IN, 0.5), torch.randn(7, device=DEV)
+
+
+def _capture_random_step():
+    global _DROP_IN
+    _DROP_IN = torch.ones(1000, device=DEV)
+    _random_step()  # warm-up, as before any capture
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        out = _random_step()
+    return g, out
+
+
+def test_dropout_in_a_graph_draws_fresh_numbers_on_every_replay():
+    g, (mask, _) = _capture_random_step()
+    seen = []
+    for _ in range(3):
+        g.replay()
+        seen.append(mask.cpu())
+    assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])
+    for m in seen:  # still dropout: zeros and 2s, about half each
+        assert set(m.unique().tolist()) == {0.0, 2.0}
+        assert 300 < int((m == 0).sum()) < 700
+
+
+def test_seeded_replays_match_the_same_ops_run_eagerly_and_advance_the_generator():
+    g, out = _capture_random_step()
+    torch.xxnpu.manual_seed(123)
+    replayed = []
+    for _ in range(3):
+        g.replay()
+        replayed.append([t.cpu() for t in out])
+    after_replays = torch.randn(5, device=DEV).cpu()
+
+    torch.xxnpu.manual_seed(123)
+    eager = [[t.cpu() for t in _random_step()] for _ in range(3)]
+    after_eager = torch.randn(5, device=DEV).cpu()
+    for r, e in zip(replayed, eager):
+        assert torch.equal(r[0], e[0]) and torch.equal(r[1], e[1])
+    # The replays moved the generator on: the next eager op continues the sequence.
+    assert torch.equal(after_replays, after_eager)
+    assert not any(torch.equal(after_replays[:5], r[1][:5]) for r in replayed)
+
+    # Two seeded runs of replays agree.
+    torch.xxnpu.manual_seed(123)
+    g.replay()
+    assert torch.equal(out[0].cpu(), replayed[0][0]) and torch.equal(out[1].cpu(), replayed[0][1])
+
+
+def test_graph_without_random_ops_leaves_the_generator_alone():
+    x = torch.zeros(8, device=DEV)
+    g = torch.accelerator.Graph()
+    with torch.xxnpu.stream(torch.xxnpu.Stream()), g:
+        x.add_(1)
+    torch.xxnpu.manual_seed(7)
+    g.replay()
+    assert torch.xxnpu.default_generators[0].get_offset() == 0
+
+
+def test_accelerator_graph_replays_random_ops_with_fresh_numbers():
+    y = torch.zeros(16, device=DEV)
+    g = torch.accelerator.Graph()
+    with torch.xxnpu.stream(torch.xxnpu.Stream()), g:
+        y.uniform_()
+    g.replay()
+    first = y.cpu()
+    g.replay()
+    assert not torch.equal(first, y.cpu())
+
+
+def test_other_generators_must_be_registered_before_capture():
+    gen = torch.Generator(device=DEV)
+    with pytest.raises(RuntimeError, match="not registered with the graph"):
+        with torch.xxnpu.graph(torch.xxnpu.XXNPUGraph()):
+            torch.randn(4, device=DEV, generator=gen)
+    assert not torch.xxnpu.is_current_stream_capturing()
+
+    g = torch.xxnpu.XXNPUGraph()
+    g.register_generator_state(gen)
+    g.register_generator_state(gen)  # twice is once
+    with torch.xxnpu.graph(g):
+        y = torch.randn(4, device=DEV, generator=gen)
+    gen.manual_seed(5)
+    g.replay()
+    a = y.cpu()
+    g.replay()
+    b = y.cpu()
+    gen.manual_seed(5)
+    assert torch.equal(a, torch.randn(4, device=DEV, generator=gen).cpu())
+    assert torch.equal(b, torch.randn(4, device=DEV, generator=gen).cpu())
+
+    with pytest.raises(TypeError, match="expects a torch.Generator"):
+        g.register_generator_state(3)
+    with pytest.raises(ValueError, match="expects an xxnpu generator"):
+        g.register_generator_state(torch.Generator())
+
+
 # ---------------------------------------------------------------- profiler
 
 
@@ -404,3 +508,104 @@ def test_profiler_shows_a_replay_as_one_launch_of_graph_kernels(tmp_path):
     assert len({k["args"]["graph id"] for k in kernels}) == 1 and kernels[0]["args"]["graph id"] != 0
     # Both ran from the one launch: its correlation id (the flow arrow's).
     assert all(k["args"]["correlation"] == launch["args"]["correlation"] for k in kernels)
+
+
+def _profile_replay(g, steps=1):
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            with torch.profiler.record_function("step"):
+                g.replay()
+        torch.xxnpu.synchronize()
+    return prof
+
+
+def test_profiler_gives_a_replays_device_time_to_the_range_that_called_it():
+    x = torch.zeros(1 << 14, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        for _ in range(3):
+            x.add_(1)
+            x.mul_(2)
+    prof = _profile_replay(g, steps=2)
+    kernels = [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+    kernel_us = sum(e.device_time for e in kernels if e.name in ("xxnpu::add", "xxnpu::mul"))
+    assert kernel_us > 0
+    (step,) = [e for e in prof.key_averages() if e.key == "step" and e.device_type == torch.autograd.DeviceType.CPU]
+    assert step.count == 2
+    # The six kernels of each replay count as the range's own device time.
+    assert step.self_device_time_total == pytest.approx(kernel_us, rel=1e-6)
+    assert step.device_time_total == pytest.approx(kernel_us, rel=1e-6)
+
+
+def test_analyzer_reports_graph_launches(tmp_path):
+    from torch_xxnpu.profiler import analyze
+
+    x = torch.zeros(64, device=DEV)
+    g = torch.xxnpu.XXNPUGraph()
+    with torch.xxnpu.graph(g):
+        for _ in range(4):
+            x.add_(1)
+    g.replay()  # warm
+    prof = _profile_replay(g, steps=3)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    s = analyze.summarize(analyze.load_trace(str(path)))
+    assert s["graphs"]["launches"] == 3
+    (row,) = s["graphs"]["graphs"]
+    assert row["launches"] == 3 and row["nodes_per_launch"] == {"min": 4, "max": 4, "avg": 4.0}
+    assert row["device_total_us"] > 0 and row["pct_device_time"] == 100.0
+    assert "Graph launches (3 xxnpuGraphLaunch calls)" in analyze.format_text(s)
+    # The replays' work belongs to the range that called replay(), not to "(no op)".
+    ops = {o["name"]: o for o in s["ops"]}
+    assert set(ops) == {"step"}
+    assert ops["step"]["calls"] == 3 and ops["step"]["device_total_us"] == row["device_total_us"]
+    assert not [w for w in s["warnings"] if "not linked" in w], s["warnings"]
+
+
+# ---------------------------------------------------------------- torch.compile
+
+
+def _pointwise_chain(x, y):
+    for _ in range(10):
+        x = x * y + 1
+    return x.relu()
+
+
+def test_reduce_overhead_is_skipped_and_make_graphed_callables_graphs_a_compiled_function():
+    from torch._dynamo.utils import counters
+
+    x, y = torch.randn(64, device=DEV), torch.randn(64, device=DEV)
+    expected = _pointwise_chain(x, y).cpu()
+    counters.clear()
+    reduce_overhead = torch.compile(_pointwise_chain, mode="reduce-overhead")
+    assert torch.allclose(reduce_overhead(x, y).cpu(), expected)
+    # torch 2.13's Inductor graphs a compiled graph only when its one device is "cuda"
+    # (cudagraph_utils.check_multiple_devices_or_any_cpu_nodes): on xxnpu it skips the
+    # graph and runs the compiled code eagerly. If this starts failing, torch graphs
+    # other devices now: update docs/pytorch-integration.md ("Graphs").
+    assert counters["inductor"]["cudagraph_skips"] == 1
+
+    # The working path: the compiled function captured by make_graphed_callables (its
+    # warm-up calls compile it, outside the capture).
+    graphed = torch.xxnpu.make_graphed_callables(torch.compile(_pointwise_chain), (x, y))
+    x2 = torch.randn(64, device=DEV)
+    assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
+    x2.fill_(0.5)  # a new input is seen by the next replay
+    assert torch.allclose(graphed(x2, y).cpu(), _pointwise_chain(x2, y).cpu())
+
+
+def test_generator_graphsafe_state_is_shared_between_generators():
+    g1 = torch.Generator(device=DEV)
+    g1.manual_seed(3)
+    g2 = torch.Generator(device=DEV)
+    g2.graphsafe_set_state(g1.graphsafe_get_state())
+    a = torch.randn(4, device=DEV, generator=g2).cpu()
+    assert g1.get_offset() == 4  # g2's draw advanced the shared state
+    g1.manual_seed(3)
+    assert torch.equal(torch.randn(4, device=DEV, generator=g1).cpu(), a)
+    clone = g1.clone_state()
+    torch.randn(4, device=DEV, generator=g1)
+    assert clone.get_offset() == 4 and g2.get_offset() == 8  # a clone is a copy
+    with pytest.raises(RuntimeError, match="expected the state of an xxnpu generator"):
+        g2.graphsafe_set_state(torch.Generator())

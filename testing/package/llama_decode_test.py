@@ -69,3 +69,16 @@ def test_llama_decode_matches_cpu(dtype):
         assert r.returncode == 1 and "FAILED: --require-native-decode" in out, out + r.stderr[-4000:]
     else:
         assert r.returncode == 0, f"stdout:\n{out[-4000:]}\nstderr:\n{r.stderr[-4000:]}"
+
+
+def test_llama_decode_step_graphed_replay_equals_eager():
+    # The decode step captured once (static inputs and the KV cache updated in place) and
+    # replayed per step gives the eager xxnpu decode's logits and tokens exactly.
+    r, out = _run("--layers", "2", "--hidden", "128", "--vocab", "512", "--new-tokens", "12", "--prompt-lens",
+                  "9,3,18", "--reps", "1", "--graphed")
+    assert "Traceback" not in r.stderr, r.stderr[-4000:]
+    assert "graphed decode vs eager xxnpu: logits max |diff| 0.00e+00, tokens identical" in out, out
+    m = re.search(r"graphed decode: xxnpu graph ([\d.]+) tokens/s, eager xxnpu ([\d.]+) tokens/s, "
+                  r"graph/eager ([\d.]+)x", out)
+    assert m and float(m.group(1)) > 0, out
+    assert "MISMATCH" not in out and r.returncode == 0, out + r.stderr[-4000:]

@@ -259,6 +259,37 @@ def test_handmade_arithmetic():
     assert analyze.check_trace(handmade()) == []
 
 
+def test_graph_launches_per_graph_id():
+    """Two launches of graph 5 (3 nodes each), one of graph 9 (1 node), one eager kernel."""
+    ev = [_x("step", "user_annotation", 100, 100, 1000, 200, **{"External id": 1})]
+    t = 1010
+    for corr, gid, nodes, dur in ((21, 5, 3, 10), (22, 5, 3, 20), (23, 9, 1, 50)):
+        ev.append(_x("xxnpuGraphLaunch", "privateuse1_runtime", 100, 100, t, 5, correlation=corr, device=0,
+                     **{"External id": 1}))
+        for n in range(nodes):
+            ev.append(_x(f"k{n}", "kernel", 0, 7, t + 10 + n * dur, dur, device=0, stream=7, correlation=corr,
+                         **{"External id": 1, "graph id": gid, "graph node id": n}))
+        t += 200
+    ev.append(_x("xxnpu::add", "kernel", 0, 7, t, 40, device=0, stream=7, correlation=30))
+    s = analyze.summarize({"traceEvents": ev})
+    g = s["graphs"]
+    assert g["launches"] == 3
+    assert [r["graph_id"] for r in g["graphs"]] == [5, 9]  # 90 us before 50 us
+    five, nine = g["graphs"]
+    assert (five["launches"], five["nodes_per_launch"], five["device_total_us"], five["device_per_launch_us"]) == (
+        2, {"min": 3, "max": 3, "avg": 3.0}, 90.0, 45.0)
+    assert (nine["launches"], nine["nodes_per_launch"]["max"], nine["device_total_us"]) == (1, 1, 50.0)
+    assert five["pct_device_time"] == 50.0  # of 180 us
+    # Launched outside any op: the record_function range around the replays owns the work.
+    ops = {o["name"]: o for o in s["ops"]}
+    assert (ops["step"]["calls"], ops["step"]["device_total_us"], ops["step"]["host_total_us"]) == (1, 140.0, 200.0)
+    assert ops["(no op)"]["device_total_us"] == 40.0
+    text = analyze.format_text(s)
+    assert "Graph launches (3 xxnpuGraphLaunch calls)" in text
+    assert analyze.summarize(handmade())["graphs"] == {"launches": 0, "graphs": []}
+    assert "Graph launches" not in analyze.format_text(analyze.summarize(handmade()))
+
+
 def test_percentile():
     assert analyze.percentile([], 50) is None
     assert analyze.percentile([7], 99) == 7

@@ -64,6 +64,21 @@ class XXNPUGraph(torch._C._acceleratorGraph):
 
     def __init__(self, keep_graph: bool = False):
         super().__init__(keep_graph)
+        self._generators: list = []
+
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        """Lets random ops drawing from ``generator`` be captured (torch.cuda's twin).
+
+        The default generator of the capturing device is always registered. Each replay
+        draws fresh numbers from every registered generator and advances it as running
+        the captured ops eagerly would. Call before the capture.
+        """
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"register_generator_state expects a torch.Generator; got {type(generator).__name__}")
+        if generator.device.type != "xxnpu":
+            raise ValueError(f"register_generator_state expects an xxnpu generator; got one on {generator.device}")
+        if all(g is not generator for g in self._generators):
+            self._generators.append(generator)
 
     def capture_begin(self, pool: Optional[_POOL_HANDLE] = None, capture_error_mode: str = "global") -> None:
         """Begins capturing the current stream's work (``graph`` calls this for you).
@@ -74,7 +89,12 @@ class XXNPUGraph(torch._C._acceleratorGraph):
                 which threads may make unsafe calls (allocations, frees, synchronous
                 copies) during the capture, as cudaStreamCaptureMode.
         """
-        super().capture_begin(pool=pool, capture_error_mode=_check_mode(capture_error_mode))
+        mode = _check_mode(capture_error_mode)
+        _C._stage_graph_generators(getattr(self, "_generators", []))
+        try:
+            super().capture_begin(pool=pool, capture_error_mode=mode)
+        finally:
+            _C._stage_graph_generators([])  # never left for another graph's capture
 
     def capture_end(self) -> None:
         super().capture_end()

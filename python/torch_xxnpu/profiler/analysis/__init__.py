@@ -5,7 +5,8 @@ the public functions).
 Modules, in the order the data flows: ``loading`` (read the file), ``checks``
 (``--check``), ``capture`` (sort the events out, link them: ``links``), one module per
 summary section (``kernels``, ``ops``, ``utilization`` with the idle split and longest
-gaps, ``latency``, ``memory``, ``collectives``, ``timeline`` for the HTML report),
+gaps, ``latency``, ``memory``, ``collectives``, ``graphs`` (graph launches), ``timeline``
+for the HTML report),
 ``summary`` (``summarize`` composes the sections), ``text`` and ``html_report`` (render
 a summary), ``cli``. Helpers: ``errors``, ``events``, ``numeric``, ``intervals``,
 ``display``.

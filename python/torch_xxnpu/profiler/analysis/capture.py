@@ -37,7 +37,7 @@ class Capture:
 
         self.device.sort(key=lambda d: (d.start, d.end, d.idx))
         self.launch_of, self.op_of = link_device_work(self.device, self.runtime, self.ops, self.ops_by_row,
-                                                      flow_s, flow_f)
+                                                      flow_s, flow_f, self.annotations)
         self.total_device = sum(d.dur for d in self.device)
         self.by_dev = defaultdict(list)
         self.by_stream = defaultdict(list)

@@ -61,17 +61,23 @@ def op_path(inner, outer, parents):
     return list(reversed(path))
 
 
-def link_device_work(device, runtime, ops, ops_by_row, flow_s, flow_f):
+def link_device_work(device, runtime, ops, ops_by_row, flow_s, flow_f, annotations=()):
     """({device idx: launch runtime event or None}, {device idx: op or None}).
 
     ``device`` sorted by start; ``flow_s``: (pid, tid, ts_ns) -> id of ``s`` flow events,
-    ``flow_f``: id -> (pid, tid, ts_ns) of ``f`` flow events.
+    ``flow_f``: id -> (pid, tid, ts_ns) of ``f`` flow events. ``annotations``: the
+    ``record_function`` ranges; work launched outside any op (a graph replay) carries its
+    range's External id (profiler/record_conversion.cc) and is that range's.
     """
     op_by_ext = {}
     for o in ops:
         ext = o.args.get("External id")
         if is_int(ext):
             op_by_ext.setdefault(ext, o)
+    for a in annotations:
+        ext = a.args.get("External id")
+        if is_int(ext):
+            op_by_ext.setdefault(ext, a)  # ids are unique across ops and ranges; ops first
 
     launch_by_corr = {}
     runtime_by_start = {}

@@ -9,7 +9,10 @@ def device_time_by_op(cap):
     """(by_op, op_kernel_map): rows per op, the most device time first, and per (op, kernel)."""
     op_calls = defaultdict(int)
     op_host = defaultdict(int)
-    for o in cap.ops:
+    # A record_function range owns the work launched in it outside any op (a graph replay).
+    range_owners = {cap.op_of[d.idx].name for d in cap.device
+                    if cap.op_of[d.idx] is not None and cap.op_of[d.idx].cat == "user_annotation"}
+    for o in list(cap.ops) + [a for a in cap.annotations if a.name in range_owners]:
         op_calls[o.name] += 1
         op_host[o.name] += o.dur
     per_op = defaultdict(lambda: {"device_ns": 0, "work": 0, "instances": set(), "kernels": defaultdict(list),

@@ -2,6 +2,7 @@
 summary's header (window, devices, counts, steps) and warnings."""
 from torch_xxnpu.profiler.analysis.capture import Capture
 from torch_xxnpu.profiler.analysis.collectives import collectives
+from torch_xxnpu.profiler.analysis.graphs import graphs
 from torch_xxnpu.profiler.analysis.kernels import device_time_by_kernel
 from torch_xxnpu.profiler.analysis.latency import launch_latency
 from torch_xxnpu.profiler.analysis.memory import memory
@@ -33,6 +34,7 @@ def summarize(trace, source=None):
         "launch_latency": latency,
         "memory": memory(cap),
         "collectives": collectives(cap),
+        "graphs": graphs(cap),
         "steps": _steps(cap),
         "warnings": _warnings(cap),
         "_timeline": timeline(cap, streams),

@@ -15,6 +15,7 @@ def format_text(summary, top=25):
     out += _launch_latency(s)
     out += _memory(s)
     out += _collectives(s)
+    out += _graphs(s)
     for w in s["warnings"]:
         out.append(f"warning: {w}")
     return "\n".join(out)
@@ -165,4 +166,18 @@ def _collectives(s):
                         fmt_time(x["max_us"])] for x in s["collectives"]], ["<", "<", ">", ">", ">", ">"])
     else:
         out.append("  no collective communication in this trace")
+    return out
+
+
+def _graphs(s):
+    g = s.get("graphs") or {"launches": 0, "graphs": []}
+    if not g["launches"] and not g["graphs"]:
+        return []  # no graphs in the trace: no section
+    out = ["", f"Graph launches ({g['launches']} xxnpuGraphLaunch calls)"]
+    out += _table(["Graph id", "Launches", "Nodes/launch", "Device total", "Device/launch", "%"],
+                  [[x["graph_id"], x["launches"],
+                    (f"{x['nodes_per_launch']['min']}" if x["nodes_per_launch"]["min"] == x["nodes_per_launch"]["max"]
+                     else f"{x['nodes_per_launch']['min']}-{x['nodes_per_launch']['max']}"),
+                    fmt_time(x["device_total_us"]), fmt_time(x["device_per_launch_us"]),
+                    f"{x['pct_device_time']:.2f}%"] for x in g["graphs"]])
     return out
