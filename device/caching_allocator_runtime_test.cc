@@ -32,9 +32,7 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kDeviceMemory = 64 * kMiB;
 
 const bool kConfigured = [] {
-  setenv("XXNPU_DEVICE_MEMORY", "64M", /*overwrite=*/1);
-  setenv("XXNPU_DEVICE_COUNT", "2", 1);
-  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+  test_util::UseTwoTestDevices("64M");
   return true;
 }();
 

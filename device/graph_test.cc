@@ -730,9 +730,7 @@ TEST(GraphTest, AReplayIsOneLaunchRecordLinkedToItsKernelsWhichCarryGraphAndNode
 
 int main(int argc, char** argv) {
   // Before the runtime's first use: it reads its configuration once.
-  setenv("XXNPU_DEVICE_COUNT", "2", 1);
-  setenv("XXNPU_DEVICE_MEMORY", "256M", 1);
-  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+  xxnpu::test_util::UseTwoTestDevices("256M");
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/runtime.h"
+#include "device/test_util.h"
 #include "gtest/gtest.h"
 
 namespace xxnpu {
@@ -471,9 +472,7 @@ TEST(IpcMemTest, UnprivilegedSameUserWorksOtherUserIsRefused) {
 
 int main(int argc, char** argv) {
   // Read by each child's runtime at its first use; this process never starts one.
-  setenv("XXNPU_DEVICE_COUNT", "2", 1);
-  setenv("XXNPU_DEVICE_MEMORY", "64M", 1);
-  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+  xxnpu::test_util::UseTwoTestDevices("64M");
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -31,4 +31,10 @@ void Check(const absl::Status& s) {
   }
 }
 
+void UseTwoTestDevices(const char* memory_per_device) {
+  setenv("XXNPU_DEVICE_COUNT", "2", /*overwrite=*/1);
+  setenv("XXNPU_DEVICE_MEMORY", memory_per_device, 1);
+  setenv("XXNPU_COMPUTE_THREADS", "2", 1);
+}
+
 }  // namespace xxnpu::test_util

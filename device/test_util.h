@@ -1,6 +1,7 @@
 // Helpers shared by the runtime's C++ tests and benchmarks (//device:test_util, testonly):
-// a gate that holds a stream busy until the test opens it, and a fail-fast status check
-// for benchmark setup, where gtest's assertions are not available.
+// a gate that holds a stream busy until the test opens it, a fail-fast status check for
+// benchmark setup, where gtest's assertions are not available, and the two-device
+// configuration the tests run on.
 #ifndef XXNPU_DEVICE_TEST_UTIL_H_
 #define XXNPU_DEVICE_TEST_UTIL_H_
 
@@ -10,6 +11,12 @@
 #include "device/runtime.h"
 
 namespace xxnpu::test_util {
+
+// Configures the simulated chip the runtime tests share: two devices of `memory_per_device`
+// (an XXNPU_DEVICE_MEMORY value, e.g. "256M") with two compute threads each. Call it before
+// the runtime's first use in this process (it reads its configuration once) or before
+// starting children that inherit the environment: typically first thing in main().
+void UseTwoTestDevices(const char* memory_per_device);
 
 // A kernel launched with LaunchWait spins (politely) until `open` is set: "work still
 // running on this stream" for as long as the test needs.

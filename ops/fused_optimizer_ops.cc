@@ -79,6 +79,16 @@ struct StepScalars {
   const float* found_inf = nullptr;
 };
 
+// The gradient both optimizers start from: unscaled by GradScaler's scale (and written
+// back when the step unscales in place, as the CPU's fused steps do), then negated for
+// maximize. Inlined into each optimizer's loop, which stays branch-free.
+template <bool kStoreGrad, typename scalar_t, typename opmath_t>
+inline opmath_t ScaledGrad(scalar_t* grad, int64_t i, opmath_t scale, opmath_t sign) {
+  const opmath_t g = static_cast<opmath_t>(grad[i]) / scale;
+  if constexpr (kStoreGrad) grad[i] = static_cast<scalar_t>(g);
+  return g * sign;
+}
+
 // ------------------------------------------------------------------ Adam / AdamW
 
 template <typename opmath_t>
@@ -103,9 +113,7 @@ void AdamSpan(char* const* p, int64_t n, const AdamConsts<at::opmath_type<scalar
   auto* max_exp_avg_sq = reinterpret_cast<scalar_t*>(p[4]);
 #pragma GCC ivdep
   for (int64_t i = 0; i < n; ++i) {
-    opmath_t g = static_cast<opmath_t>(grad[i]) / c.scale;
-    if constexpr (kStoreGrad) grad[i] = static_cast<scalar_t>(g);
-    g = g * c.sign;
+    opmath_t g = ScaledGrad<kStoreGrad>(grad, i, c.scale, c.sign);
     opmath_t w = static_cast<opmath_t>(param[i]);
     // Skipped, not added as 0 * w, when off: an inf parameter would make the gradient NaN
     // (the CPU's fused step skips it too). Loop-invariant: the compiler unswitches it.
@@ -247,9 +255,7 @@ void SgdSpan(char* const* p, int64_t n, const SgdConsts<at::opmath_type<scalar_t
   // nesterov and the first step are loop-invariant: the compiler unswitches them.
 #pragma GCC ivdep
   for (int64_t i = 0; i < n; ++i) {
-    opmath_t g = static_cast<opmath_t>(grad[i]) / c.scale;
-    if constexpr (kStoreGrad) grad[i] = static_cast<scalar_t>(g);
-    g = g * c.sign;
+    opmath_t g = ScaledGrad<kStoreGrad>(grad, i, c.scale, c.sign);
     const opmath_t w = static_cast<opmath_t>(param[i]);
     if (c.weight_decay != 0) g = g + c.weight_decay * w;  // skipped when off: as AdamSpan's l2
     if constexpr (kMomentum) {

@@ -42,11 +42,12 @@ at::Tensor& FloatUnaryOut(const char* name, const at::Tensor& self, at::Tensor& 
 
 // Same dtype in and out, integers included.
 template <typename F>
-at::Tensor& SameTypeUnaryOut(const char* name, const at::Tensor& self, at::Tensor& out, F f) {
+at::Tensor& SameTypeUnaryOut(const char* name, const at::Tensor& self, at::Tensor& out, F f,
+                             VecUnaryOp vec = VecUnaryOp::kNone) {
   const c10::DeviceGuard guard(out.device());
   auto iter = at::TensorIterator::unary_op(out, self);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_unary", AT_WRAP([&] {
-    LaunchUnary<scalar_t>(name, iter, [f](auto x) { return static_cast<decltype(x)>(f(x)); });
+    LaunchUnary<scalar_t>(name, iter, [f](auto x) { return static_cast<decltype(x)>(f(x)); }, 1, vec);
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
   return out;
 }
@@ -103,7 +104,7 @@ at::Tensor& NegOut(const at::Tensor& self, at::Tensor& out) {
     } else {
       return -x;
     }
-  });
+  }, VecUnaryOp::kNeg);
 }
 
 at::Tensor& AbsOut(const at::Tensor& self, at::Tensor& out) {
@@ -112,10 +113,12 @@ at::Tensor& AbsOut(const at::Tensor& self, at::Tensor& out) {
     using T = decltype(x);
     if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<T>) {
       return x;
+    } else if constexpr (kIsFloat<T>) {
+      return std::abs(x);  // clears the sign: -0.0 -> +0.0, as the CPU backend
     } else {
-      return x < T(0) ? T(-x) : x;  // keeps -0.0 -> 0.0 and NaN as NaN
+      return x < T(0) ? T(-x) : x;
     }
-  });
+  }, VecUnaryOp::kAbs);
 }
 
 at::Tensor& SignOut(const at::Tensor& self, at::Tensor& out) {
@@ -236,12 +239,9 @@ at::Tensor& ReluOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return SameTypeUnaryOut("xxnpu::relu", self, out, [](auto x) {
     using T = decltype(x);
-    if constexpr (kIsFloat<T>) {
-      return (x > T(0) || std::isnan(x)) ? x : T(0);  // NaN propagates, as clamp_min(0) does
-    } else {
-      return x > T(0) ? x : T(0);
-    }
-  });
+    // Only negatives become 0: NaN and -0.0 pass through, as the CPU's clamp_min(x, 0).
+    return x < T(0) ? T(0) : x;
+  }, VecUnaryOp::kRelu);
 }
 at::Tensor Relu(const at::Tensor& self) {
   at::Tensor out = at::empty_like(self);

@@ -44,6 +44,9 @@ enum class VecUnaryOp : uint8_t {
   kSilu,
   kGelu,      // x * Phi(x), with erf
   kGeluTanh,  // the tanh approximation
+  kAbs,
+  kNeg,
+  kRelu,  // negatives become 0; NaN and -0.0 pass through, as the CPU's clamp_min(x, 0)
 };
 
 // out = op(a, b); `param` is add's alpha or threshold_backward's threshold. Backward ops

@@ -67,18 +67,24 @@ struct Io<BFloat16> {
   }
 };
 
+// Calls body(i, count) for each vector step of a row of `n` elements of T: count is a
+// whole step except at the row's tail, where Io's partial loads and stores take over.
+template <typename T, typename Body>
+void ForChunks(int64_t n, Body body) {
+  constexpr int64_t kStep = Io<T>::kStep;
+  for (int64_t i = 0; i < n; i += kStep) body(i, std::min(kStep, n - i));
+}
+
 template <typename T, typename F>
 void Map1(void* out_p, const void* in_p, int64_t n, F f) {
   T* out = static_cast<T*>(out_p);
   const T* in = static_cast<const T*>(in_p);
-  constexpr int64_t kStep = Io<T>::kStep;
-  for (int64_t i = 0; i < n; i += kStep) {
-    const int64_t c = std::min(kStep, n - i);
+  ForChunks<T>(n, [&](int64_t i, int64_t c) {
     Vec v[Io<T>::kParts];
     Io<T>::Load(in + i, c, v);
     for (auto& x : v) x = f(x);
     Io<T>::Store(out + i, c, v);
-  }
+  });
 }
 
 template <typename T>
@@ -93,31 +99,27 @@ void LoadOperand(const VecOperand& o, int64_t i, int64_t c, Vec* v) {
 template <typename T, typename F>
 void Map2(void* out_p, VecOperand a, VecOperand b, int64_t n, F f) {
   T* out = static_cast<T*>(out_p);
-  constexpr int64_t kStep = Io<T>::kStep;
-  for (int64_t i = 0; i < n; i += kStep) {
-    const int64_t c = std::min(kStep, n - i);
+  ForChunks<T>(n, [&](int64_t i, int64_t c) {
     Vec va[Io<T>::kParts], vb[Io<T>::kParts];
     LoadOperand<T>(a, i, c, va);
     LoadOperand<T>(b, i, c, vb);
     for (int k = 0; k < Io<T>::kParts; ++k) va[k] = f(va[k], vb[k]);
     Io<T>::Store(out + i, c, va);
-  }
+  });
 }
 
 // A comparison: `f` returns 1.0f / 0.0f lanes (Vectorized's eq/lt/...), stored as bool.
 template <typename T, typename F>
 void Compare(void* out_p, VecOperand a, VecOperand b, int64_t n, F f) {
   bool* out = static_cast<bool*>(out_p);
-  constexpr int64_t kStep = Io<T>::kStep;
-  for (int64_t i = 0; i < n; i += kStep) {
-    const int64_t c = std::min(kStep, n - i);
+  ForChunks<T>(n, [&](int64_t i, int64_t c) {
     Vec va[Io<T>::kParts], vb[Io<T>::kParts];
     LoadOperand<T>(a, i, c, va);
     LoadOperand<T>(b, i, c, vb);
-    float r[kStep];
+    float r[Io<T>::kStep];
     for (int k = 0; k < Io<T>::kParts; ++k) f(va[k], vb[k]).store(r + k * Vec::size());
     for (int64_t j = 0; j < c; ++j) out[i + j] = r[j] != 0.0f;
-  }
+  });
 }
 
 constexpr float kSqrt1_2 = 0.70710678118654752440f;
@@ -177,6 +179,12 @@ void Unary(VecUnaryOp op, void* out, const void* in, int64_t n) {
       });
     case VecUnaryOp::kGeluTanh:
       return Map1<T>(out, in, n, [](const Vec& x) { return Vec(0.5f) * x * (Vec(1.0f) + GeluTanhInner(x).tanh()); });
+    case VecUnaryOp::kAbs:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x.abs(); });
+    case VecUnaryOp::kNeg:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x.neg(); });
+    case VecUnaryOp::kRelu:
+      return Map1<T>(out, in, n, [](const Vec& x) { return Vec::blendv(x, Vec(0.0f), x < Vec(0.0f)); });
     case VecUnaryOp::kNone:
       break;
   }

@@ -89,6 +89,9 @@ const std::vector<Case>& UnaryCases() {
       {"silu", -8, 8, [](double x) { return x * Sigmoid(x); }, VecUnaryOp::kSilu},
       {"gelu", -5, 5, Gelu, VecUnaryOp::kGelu},
       {"gelu_tanh", -5, 5, GeluTanh, VecUnaryOp::kGeluTanh},
+      {"abs", -5, 5, [](double x) { return std::abs(x); }, VecUnaryOp::kAbs},
+      {"neg", -5, 5, [](double x) { return -x; }, VecUnaryOp::kNeg},
+      {"relu", -5, 5, [](double x) { return x > 0 ? x : 0.0; }, VecUnaryOp::kRelu},
   };
   return cases;
 }
@@ -165,6 +168,19 @@ TEST(VecKernels, UnaryKeepsNanAndInfinities) {
     k->unary(VecUnaryOp::kTanh, VecDtype::kFloat, out.data(), x.data(), 5);
     EXPECT_EQ(out[1], 1.0f);
     EXPECT_EQ(out[2], -1.0f);
+    // relu and abs as the CPU backend: NaN propagates; relu keeps -0.0, abs clears its sign.
+    k->unary(VecUnaryOp::kRelu, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_TRUE(std::isnan(out[0])) << k->capability;
+    EXPECT_EQ(out[1], inf);
+    EXPECT_EQ(out[2], 0.0f);
+    EXPECT_TRUE(std::signbit(out[4])) << k->capability;
+    k->unary(VecUnaryOp::kAbs, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_TRUE(std::isnan(out[0])) << k->capability;
+    EXPECT_EQ(out[2], inf);
+    EXPECT_FALSE(std::signbit(out[4])) << k->capability;
+    k->unary(VecUnaryOp::kNeg, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_EQ(out[1], -inf);
+    EXPECT_TRUE(std::signbit(out[3])) << k->capability;
   }
 }
 

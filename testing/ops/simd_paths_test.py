@@ -48,6 +48,7 @@ UNARY = {
     "tan": (torch.tan, -1, 1), "tanh": (torch.tanh, -5, 5), "sigmoid": (torch.sigmoid, -10, 10),
     "erf": (torch.erf, -3, 3), "erfc": (torch.erfc, -3, 3), "silu": (F.silu, -8, 8),
     "gelu": (F.gelu, -5, 5), "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), -5, 5),
+    "abs": (torch.abs, -5, 5), "neg": (torch.neg, -5, 5), "relu": (torch.relu, -5, 5),
 }
 
 
@@ -63,7 +64,7 @@ def test_unary_dense_strided_and_tails(name, dtype):
     _close(fn(x.to("xxnpu")[:, ::3]), fn(x[:, ::3]))
     _close(fn(x.to("xxnpu").t()), fn(x.t()))
     # out= of another dtype: dynamic casting, not the vector path.
-    if dtype == torch.float32 and name not in ("silu", "gelu", "gelu_tanh"):
+    if dtype == torch.float32 and name not in ("silu", "gelu", "gelu_tanh", "abs", "neg", "relu"):
         out = torch.empty(17, dtype=torch.float64, device="xxnpu")
         _close(fn(x.flatten()[:17].to("xxnpu"), out=out), fn(x.flatten()[:17]).double())
 
@@ -75,6 +76,14 @@ def test_unary_special_values():
         v = x[x != math.inf] if name == "gelu" else x
         for dtype in DTYPES:
             _close(fn(v.to(dtype).to("xxnpu")), fn(v.to(dtype)))
+    # The sign of zero, which assert_close does not see: on the CPU abs(-0.0) is +0.0, relu
+    # (clamp_min) keeps -0.0, neg(0.0) is -0.0; dense (the vector path) and strided (the scalar loop).
+    for fn in (torch.abs, torch.relu, torch.neg):
+        for dtype in DTYPES:
+            v, xv = x.to(dtype), x.to(dtype).to("xxnpu")
+            for got, want in ((fn(xv), fn(v)), (fn(xv[::2]), fn(v[::2]))):
+                real = ~want.isnan()  # a NaN's sign bit is not specified (the CPU's differs by path)
+                assert torch.equal(torch.signbit(got.cpu())[real], torch.signbit(want)[real]), (fn, dtype)
 
 
 BINARY = {

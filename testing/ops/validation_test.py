@@ -194,6 +194,81 @@ def test_masked_select_with_a_cpu_self_and_an_xxnpu_mask_is_a_device_error():
 
 
 # ---------------------------------------------------------------------------------------
+# The _foreach_* out= overloads. None is native on xxnpu: ATen's generated out= wrappers call
+# the functional form (native or not) and copy into `out`, so they are checked here as a
+# family rather than through the registrations the sweep below reads.
+
+
+def _foreach_out_overloads():
+    return sorted({(s.name.split("::")[1], s.overload_name) for s in torch._C._jit_get_all_schemas()
+                   if s.name.startswith("aten::_foreach_") and s.overload_name.endswith("out")})
+
+
+def _foreach_args(op, device):
+    """Arguments for a _foreach out= overload from its schema (two tensors of different
+    shapes per list, values in [0.5, 1.5) so every math op is defined), or None."""
+    gen = torch.Generator().manual_seed(0)
+
+    def tensors():
+        return [(torch.rand(3, 4, generator=gen) + 0.5).to(device), (torch.rand(5, generator=gen) + 0.5).to(device)]
+
+    args = []
+    for a in op._schema.arguments:
+        if a.is_out:
+            continue
+        t = str(a.type)
+        if t == "List[Tensor]":
+            args.append(tensors())
+        elif t == "Tensor":  # the Tensor_out overloads' 0-dim scalar operand
+            args.append(torch.tensor(0.75).to(device))
+        elif t == "List[number]":
+            args.append([0.5, 0.25])
+        elif t in ("number", "Optional[number]"):
+            args.append(2.0 if a.name == "ord" else 0.5)
+        elif a.has_default_value():
+            args.append(a.default_value)
+        else:
+            return None
+    return args
+
+
+def _foreach_out_case(name, overload, device, out_kind):
+    op = getattr(getattr(torch.ops.aten, name), overload)
+    args = _foreach_args(op, device)
+    shapes = [(3, 4), (5,)]
+    make = {
+        "ok": lambda s: torch.empty(s, device=device),
+        "dtype-int32": lambda s: torch.empty(s, dtype=torch.int32, device=device),
+        "dtype-float64": lambda s: torch.empty(s, dtype=torch.float64, device=device),
+        "shape": lambda s: torch.empty(7, device=device),
+        "on-cpu": lambda s: torch.empty(s),
+    }[out_kind]
+    out = [make(s) for s in shapes]
+    return lambda: (op(*args, out=out), out)[1]
+
+
+def test_foreach_out_overloads_match_the_cpu():
+    """Each _foreach_* out= overload with a good out, one of another dtype or shape: the same
+    outcome (and values) as on the CPU; out= on the CPU for xxnpu inputs raises."""
+    swept, bad = 0, []
+    for name, overload in _foreach_out_overloads():
+        if _foreach_args(getattr(getattr(torch.ops.aten, name), overload), "cpu") is None:
+            continue
+        swept += 1
+        for kind in ("ok", "dtype-int32", "dtype-float64", "shape"):
+            diff = _compare(_foreach_out_case(name, overload, "cpu", kind),
+                            _foreach_out_case(name, overload, DEV, kind))
+            if diff is not None:
+                bad.append(f"{name}.{overload} {kind}: {diff}")
+        got, _ = _outcome(_foreach_out_case(name, overload, DEV, "on-cpu"))
+        if got[0] != "raise" or not issubclass(got[1], RuntimeError):
+            bad.append(f"{name}.{overload} out on the CPU: xxnpu {got[0]}")
+    print(f"_foreach out= overloads swept: {swept} of {len(_foreach_out_overloads())}")
+    assert swept >= 60
+    assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------
 # The sweep.
 
 
