@@ -160,7 +160,7 @@ py::dict Snapshot() {
       d["requested_size"] = seg.requested_size;
       d["stream"] = StreamIdOf(seg.stream);
       d["segment_type"] = seg.is_large ? "large" : "small";
-      d["segment_pool_id"] = py::make_tuple(0, 0);
+      d["segment_pool_id"] = py::make_tuple(seg.pool_id.first, seg.pool_id.second);  // {0, 0}: no graph pool
       d["is_expandable"] = false;
       d["frames"] = py::list();
       py::list blocks;

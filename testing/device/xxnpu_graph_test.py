@@ -230,6 +230,15 @@ def test_graphs_allocate_from_their_private_pool_and_release_it_on_reset():
     assert pool["use_count"] == 1 and not pool["allocating"]
     assert pool["allocations"] >= 1 and pool["allocated_bytes"] >= y.numel() * 4
     assert torch.xxnpu.memory_allocated() > before
+    # The memory snapshot (what _memory_viz renders) names the pool of y's segment, as
+    # CUDA's segment_pool_id; eager x's segment is in no private pool.
+    def segment_pool(t):
+        addr = t.data_ptr()
+        (seg,) = [s for s in torch.xxnpu.memory._snapshot()["segments"]
+                  if s["address"] <= addr < s["address"] + s["total_size"]]
+        return tuple(seg["segment_pool_id"])
+    assert segment_pool(y) == tuple(g.pool()) != (0, 0)
+    assert segment_pool(x) == (0, 0)
     g.reset()
     # Released, but y still holds a block of it: the pool stays until that is freed and
     # the cache emptied.
