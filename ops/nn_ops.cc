@@ -542,9 +542,12 @@ at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
     auto body = [=](int64_t w0, int64_t w1) -> absl::Status {
       // float32 accumulates in the output itself; other dtypes in an acc_t copy of the range.
       constexpr bool kInPlace = std::is_same_v<scalar_t, acc_t>;
-      std::vector<acc_t> buffer(kInPlace ? 0 : static_cast<size_t>((w1 - w0) * d), acc_t(0));
+      // The buffer is kept per compute thread: a fresh one of this size per block would be
+      // mmap'ed and page-faulted in by every call.
+      static thread_local std::vector<acc_t> buffer;
+      if (!kInPlace && buffer.size() < static_cast<size_t>((w1 - w0) * d)) buffer.resize((w1 - w0) * d);
       acc_t* acc = kInPlace ? reinterpret_cast<acc_t*>(op + w0 * d) : buffer.data();
-      if constexpr (kInPlace) std::fill(acc, acc + (w1 - w0) * d, acc_t(0));
+      std::fill(acc, acc + (w1 - w0) * d, acc_t(0));
       for (int64_t i = 0; i < n; ++i) {
         const int64_t row = ip[i];
         if (row < 0 || row >= num_weights) {
