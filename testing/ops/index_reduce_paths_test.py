@@ -172,6 +172,13 @@ def test_embedding_backward_sums_in_index_order_exactly():
     idx[::5] = 3
     _close(torch.ops.aten.embedding_dense_backward(_x(grad), _x(idx), 4, -1, False),
            torch.ops.aten.embedding_dense_backward(grad, idx, 4, -1, False), exact=True)
+    # bfloat16: the float sums rounded once to nearest even (ties, NaN and inf included).
+    gb = _rand((600, 45), torch.float32, 60).to(torch.bfloat16)
+    gb[3, 4], gb[5, 6], gb[7, 8] = float("nan"), float("inf"), 1.0 + 2.0 ** -8  # a tie above 1
+    ib = _idx(9, (600,), 61)
+    ib[7] = 8
+    _close(torch.ops.aten.embedding_dense_backward(_x(gb), _x(ib), 9, -1, False),
+           torch.ops.aten.embedding_dense_backward(gb.float(), ib, 9, -1, False).to(torch.bfloat16), exact=True)
 
 
 def test_embedding_backward_empty_and_bad_index():
@@ -265,3 +272,28 @@ def test_transposed_copy_matches_cpu(shape, dtype):
     _close(_x(wide)[:, 2:].t().contiguous(), wide[:, 2:].t().contiguous(), exact=True)
     tall = _rand((shape[-2] + 1, shape[-1]), torch.float32, 22).to(dtype)  # the fast path from an offset
     _close(_x(tall)[1:].t().contiguous(), tall[1:].t().contiguous(), exact=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int8], ids=str)
+def test_cat_matches_cpu(dtype):
+    # Inputs of odd byte lengths, one crossing the 64 KB blocks, along dim 0 (one copy
+    # per input chunk) and dim 1 / -1 (row by row); a legacy empty 1-D input is skipped.
+    parts = [_rand(s, torch.float32, 30 + i).mul(20).to(dtype) for i, s in enumerate([(37, 129), (5, 129), (300, 129)])]
+    _close(torch.cat([_x(p) for p in parts]), torch.cat(parts), exact=True)
+    _close(torch.cat([_x(p) for p in parts] + [_x(torch.empty(0, dtype=dtype))]),
+           torch.cat(parts + [torch.empty(0, dtype=dtype)]), exact=True)
+    cols = [_rand((6, 3, c), torch.float32, 40 + c).mul(20).to(dtype) for c in (1, 17, 2000)]
+    for dim in (1, -1):
+        src = cols if dim == -1 else [c.transpose(1, 2).contiguous() for c in cols]
+        _close(torch.cat([_x(c) for c in src], dim), torch.cat(src, dim), exact=True)
+    # A strided input and a zero-size one: the input-by-input copies.
+    _close(torch.cat([_x(parts[0]).t(), _x(parts[1]).t()], 1), torch.cat([parts[0].t(), parts[1].t()], 1), exact=True)
+    _close(torch.cat([_x(parts[0]), _x(parts[1])[:0]]), torch.cat([parts[0], parts[1][:0]]), exact=True)
+
+
+def test_cat_mixed_dtypes_and_out_match_cpu():
+    a, b = _rand((7, 33), torch.float32, 50), _rand((3, 33), torch.float32, 51).to(torch.bfloat16)
+    _close(torch.cat([_x(a), _x(b)]), torch.cat([a, b]), exact=True)
+    out = torch.empty(20, 33).to("xxnpu")[::2]  # a strided out
+    torch.cat([_x(a), _x(a[:3])], out=out)
+    _close(out, torch.cat([a, a[:3]]), exact=True)
