@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <limits>
 #include <optional>
@@ -502,6 +503,19 @@ at::Tensor NllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
 // Grad elements per block, roughly (its share of the table); the index scan is repeated
 // per block, so blocks stay few.
 constexpr int64_t kEmbeddingElementsPerBlock = 1 << 16;
+
+// float -> bfloat16, rounding to nearest even (NaN stays a quiet NaN), as c10::BFloat16's
+// constructor does; written on the bits so that the loop vectorizes (the constructor
+// call per element made the write-out the slowest part of a bfloat16 backward).
+void FloatToBFloat16Row(const float* in, c10::BFloat16* out, int64_t n) {
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof(bits));
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    o[i] = in[i] != in[i] ? uint16_t{0x7fc0} : static_cast<uint16_t>(rounded);
+  }
+}
 constexpr int64_t kEmbeddingMaxBlocks = 64;
 
 at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights_s,
@@ -565,7 +579,10 @@ at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
         }
         for (int64_t j = 0; j < d; ++j) dst[j] += static_cast<acc_t>(src[j]);
       }
-      if constexpr (!kInPlace) {
+      if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+        FloatToBFloat16Row(reinterpret_cast<const float*>(acc), reinterpret_cast<c10::BFloat16*>(op + w0 * d),
+                           (w1 - w0) * d);
+      } else if constexpr (!kInPlace) {
         for (int64_t j = 0; j < (w1 - w0) * d; ++j) op[w0 * d + j] = static_cast<scalar_t>(acc[j]);
       }
       return absl::OkStatus();

@@ -39,7 +39,7 @@ def _close(got, want, exact=False):
     assert got.device.type == "xxnpu"
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
     if exact:
-        assert torch.equal(got.cpu(), want)
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
         return
     tol = dict(rtol=1.6e-2, atol=1e-2) if want.dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol)
