@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -66,21 +67,6 @@ void LaunchItems(const char* name, c10::DeviceIndex device, int64_t n, int64_t p
 char* View(const at::Tensor& t) { return static_cast<char*>(DeviceView(t.data_ptr())); }
 const char* ConstView(const at::Tensor& t) { return static_cast<const char*>(DeviceView(t.const_data_ptr())); }
 
-// Sizes and element strides of a tensor, for walking it on the device.
-struct Geometry {
-  std::vector<int64_t> sizes, strides;
-  explicit Geometry(const at::Tensor& t) : sizes(t.sizes().vec()), strides(t.strides().vec()) {}
-  // Element offset of the `linear`-th element in row-major order.
-  int64_t Offset(int64_t linear) const {
-    int64_t off = 0;
-    for (size_t d = sizes.size(); d-- > 0;) {
-      off += (linear % sizes[d]) * strides[d];
-      linear /= sizes[d];
-    }
-    return off;
-  }
-};
-
 // Calls f.template operator()<T>() with T an unsigned integer of `bytes` bytes.
 template <typename F>
 void BySize(size_t bytes, F&& f) {
@@ -115,6 +101,68 @@ absl::Status BadIndex(int64_t i, int64_t size, const char* what, bool negatives,
 
 // ---------------------------------------------------------------------------------------
 // cat
+
+// Bytes one block of a contiguous cat copies.
+constexpr int64_t kCatBytesPerBlock = 1 << 16;
+
+// cat of contiguous inputs of out's dtype into a contiguous out, as one kernel whose
+// blocks copy slices of every input at once: out is [outer, sum of the inputs' rows], input
+// t a [outer, row_t] block of it (row_t = size_t(dim) * inner * element size). One copy
+// per input would run them one after another, each on one thread. False when the inputs
+// do not qualify (the caller then copies input by input).
+bool CatContiguous(const at::MaterializedITensorListRef& tensors, int64_t dim,
+                   const at::Tensor& out) {
+  if (!out.is_contiguous() || out.numel() == 0) return false;
+  std::vector<const char*> srcs;
+  std::vector<int64_t> row_bytes;  // per input
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    if (d < dim) outer *= out.size(d);
+    if (d > dim) inner *= out.size(d);
+  }
+  int64_t out_row = 0;
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    if (t.scalar_type() != out.scalar_type() || !t.is_contiguous()) return false;
+    if (t.numel() == 0) continue;
+    if (at::get_overlap_status(out, t) != at::MemOverlapStatus::No) return false;
+    srcs.push_back(ConstView(t));
+    row_bytes.push_back(t.size(dim) * inner * static_cast<int64_t>(out.element_size()));
+    out_row += row_bytes.back();
+  }
+  if (srcs.empty()) return true;
+  char* dst = View(out);
+  // Work items: (row o, input t, chunk) flattened; with one row (dim 0) each input is cut
+  // into chunks of kCatBytesPerBlock, else each item is a whole row of every input.
+  std::vector<int64_t> first_chunk(srcs.size() + 1, 0);  // outer == 1: prefix sum of chunks
+  for (size_t t = 0; t < srcs.size(); ++t) {
+    first_chunk[t + 1] = first_chunk[t] + (outer == 1 ? (row_bytes[t] + kCatBytesPerBlock - 1) / kCatBytesPerBlock : 0);
+  }
+  const int64_t items = outer == 1 ? first_chunk.back() : outer;
+  const int64_t per_block = outer == 1 ? 1 : std::max<int64_t>(1, kCatBytesPerBlock / std::max<int64_t>(1, out_row));
+  LaunchItems("xxnpu::cat", out.device().index(), items, per_block, static_cast<uint64_t>(2 * out.nbytes()),
+              [=](int64_t begin, int64_t end) {
+    if (outer == 1) {
+      for (int64_t c = begin; c < end; ++c) {
+        const size_t t = std::upper_bound(first_chunk.begin(), first_chunk.end(), c) - first_chunk.begin() - 1;
+        int64_t dst_off = 0;
+        for (size_t u = 0; u < t; ++u) dst_off += row_bytes[u];
+        const int64_t off = (c - first_chunk[t]) * kCatBytesPerBlock;
+        std::memcpy(dst + dst_off + off, srcs[t] + off, std::min(kCatBytesPerBlock, row_bytes[t] - off));
+      }
+      return absl::OkStatus();
+    }
+    for (int64_t o = begin; o < end; ++o) {
+      char* d = dst + o * out_row;
+      for (size_t t = 0; t < srcs.size(); ++t) {
+        std::memcpy(d, srcs[t] + o * row_bytes[t], row_bytes[t]);
+        d += row_bytes[t];
+      }
+    }
+    return absl::OkStatus();
+  });
+  return true;
+}
 
 at::Tensor& CatOut(const at::ITensorListRef& tensors_ref, int64_t dim, at::Tensor& out) {
   const auto tensors = tensors_ref.materialize();
@@ -156,6 +204,7 @@ at::Tensor& CatOut(const at::ITensorListRef& tensors_ref, int64_t dim, at::Tenso
               out.scalar_type());
   const c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, shape);
+  if (CatContiguous(tensors, dim, out)) return out;
   int64_t offset = 0;
   for (const at::Tensor& t : tensors) {
     if (t.dim() == 1 && t.size(0) == 0) continue;
@@ -233,6 +282,59 @@ void CheckGatherScatter(const char* op, const at::Tensor& self, int64_t dim, con
   }
 }
 
+// Gather and scatter walk `index` as rows along its last dim: the coordinate arithmetic
+// (divisions by every dim's size) runs once per row, not once per element, and the inner
+// loop steps through each operand by a fixed stride, so a contiguous gather/scatter along
+// the last dim is a tight loop. `data` is the tensor the index selects in (gather's self,
+// scatter's out), `other` the one walked at the index's own coordinates (gather's out,
+// scatter's src; absent for scatter's value form). All three are viewed as at least 1-D.
+struct IndexRows {
+  int64_t rows = 1, cols = 1;
+  std::vector<int64_t> sizes;                              // index's sizes but the last
+  std::vector<int64_t> data_strides, idx_strides, other_strides;  // per row dim, elements
+  int64_t data_col = 0, idx_col = 0, other_col = 0;        // strides along the last dim
+  int64_t dim_stride = 0, dim_size = 1;                    // data's stride and size along `dim`
+  // Element offsets of row r's first element in each operand.
+  void Offsets(int64_t r, int64_t& data, int64_t& idx, int64_t& other) const {
+    data = idx = other = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      const int64_t c = r % sizes[d];
+      r /= sizes[d];
+      data += c * data_strides[d];
+      idx += c * idx_strides[d];
+      other += c * other_strides[d];
+    }
+  }
+};
+
+at::Tensor AtLeast1d(const at::Tensor& t) { return t.dim() == 0 ? t.view({1}) : t; }
+
+// `data`'s coordinate along `dim` comes from the index, so its stride there counts as 0.
+IndexRows MakeIndexRows(const at::Tensor& data0, int64_t dim, const at::Tensor& idx0, const at::Tensor& other0) {
+  const at::Tensor data = AtLeast1d(data0), idx = AtLeast1d(idx0);
+  const at::Tensor other = other0.defined() ? AtLeast1d(other0) : at::Tensor();
+  IndexRows g;
+  const int64_t nd = idx.dim();
+  g.dim_stride = data.stride(dim);
+  g.dim_size = data.size(dim);
+  auto data_stride = [&](int64_t d) { return d == dim ? 0 : data.stride(d); };
+  for (int64_t d = 0; d + 1 < nd; ++d) {
+    g.sizes.push_back(idx.size(d));
+    g.data_strides.push_back(data_stride(d));
+    g.idx_strides.push_back(idx.stride(d));
+    g.other_strides.push_back(other.defined() ? other.stride(d) : 0);
+    g.rows *= idx.size(d);
+  }
+  g.cols = idx.size(nd - 1);
+  g.data_col = data_stride(nd - 1);
+  g.idx_col = idx.stride(nd - 1);
+  g.other_col = other.defined() ? other.stride(nd - 1) : 0;
+  return g;
+}
+
+// Elements a gather/scatter block handles.
+constexpr int64_t kIndexElementsPerBlock = 16384;
+
 at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                       at::Tensor& out) {
   CheckSameDevice("gather", "index", index, self.device());
@@ -243,29 +345,26 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   at::native::resize_output(out, index.sizes());
   if (index.numel() == 0) return out;
   const at::Tensor idx = LongIndexOn(index, self);
-  const Geometry sg(self.dim() == 0 ? self.view({1}) : self), ig(idx.dim() == 0 ? idx.view({1}) : idx),
-      og(out.dim() == 0 ? out.view({1}) : out);
-  const int64_t n = idx.numel(), src_dim = self.dim() == 0 ? 1 : self.size(dim);
-  const int64_t dstride = self.dim() == 0 ? 0 : self.stride(dim);
+  const IndexRows g = MakeIndexRows(self, dim, idx, out);
+  const int64_t n = idx.numel();
   const char* sp = ConstView(self);
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   char* op = View(out);
   BySize(self.element_size(), [&](auto tag) {
     using T = decltype(tag);
-    LaunchItems("xxnpu::gather", self.device().index(), n, 16384, static_cast<uint64_t>(n * (2 * sizeof(T) + 8)),
+    LaunchItems("xxnpu::gather", self.device().index(), g.rows,
+                std::max<int64_t>(1, kIndexElementsPerBlock / g.cols), static_cast<uint64_t>(n * (2 * sizeof(T) + 8)),
                 [=](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t i = ip[ig.Offset(e)];
-        if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "gather", false, false);
-        // The element of self at e's coordinates with coordinate `dim` replaced by i.
-        int64_t rest = e, soff = 0;
-        for (size_t d = ig.sizes.size(); d-- > 0;) {
-          const int64_t c = rest % ig.sizes[d];
-          rest /= ig.sizes[d];
-          soff += (static_cast<int64_t>(d) == dim ? 0 : c) * sg.strides[d];
+      const T* s = reinterpret_cast<const T*>(sp);
+      T* o = reinterpret_cast<T*>(op);
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t soff, ioff, ooff;
+        g.Offsets(r, soff, ioff, ooff);
+        for (int64_t k = 0; k < g.cols; ++k) {
+          const int64_t i = ip[ioff + k * g.idx_col];
+          if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "gather", false, false);
+          o[ooff + k * g.other_col] = s[soff + k * g.data_col + i * g.dim_stride];
         }
-        soff += i * dstride;
-        reinterpret_cast<T*>(op)[og.Offset(e)] = reinterpret_cast<const T*>(sp)[soff];
       }
       return absl::OkStatus();
     });
@@ -273,43 +372,56 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   return out;
 }
 
-// out = self (copied unless in place), then scatter src (or value) along dim. With
-// `add`, runs as one block so that repeated indices accumulate without races.
+// out = self (copied unless in place), then scatter src (or value) along dim. With `add`,
+// every output element must see its additions in index order whatever the thread count:
+// blocks then own disjoint output slices (whole slices along dim 0 when dim != 0, column
+// ranges when dim == 0), and a 1-D scatter_add runs as one block.
 void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                  const std::optional<at::Scalar>& value, bool add) {
   if (index.numel() == 0) return;
   const at::Tensor idx = LongIndexOn(index, out);
-  const Geometry og(out.dim() == 0 ? out.view({1}) : out), ig(idx.dim() == 0 ? idx.view({1}) : idx);
-  const Geometry sg(src.defined() ? (src.dim() == 0 ? src.view({1}) : src) : idx);
-  const int64_t n = idx.numel(), dst_dim = out.dim() == 0 ? 1 : out.size(dim);
-  const int64_t dstride = out.dim() == 0 ? 0 : out.stride(dim);
+  const IndexRows g = MakeIndexRows(out, dim, idx, src);
+  const int64_t n = idx.numel();
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   const char* sp = src.defined() ? ConstView(src) : nullptr;
   char* op = View(out);
+  // Work items: rows (groups of whole dim-0 slices for add), or columns for add along dim 0.
+  const bool by_columns = add && dim == 0 && !g.sizes.empty();
+  int64_t items = g.rows, per_block = std::max<int64_t>(1, kIndexElementsPerBlock / g.cols);
+  if (by_columns) {
+    items = g.cols;
+    per_block = std::max<int64_t>(1, kIndexElementsPerBlock / g.rows);
+  } else if (add && g.sizes.empty()) {
+    per_block = items;  // 1-D along dim 0: one block
+  } else if (add) {
+    const int64_t slice = g.rows / g.sizes[0];  // rows per dim-0 slice
+    per_block = slice * std::max<int64_t>(1, kIndexElementsPerBlock / (slice * g.cols));
+  }
   AT_DISPATCH_V2(out.scalar_type(), "xxnpu_scatter", AT_WRAP([&] {
     const scalar_t v = value ? value->to<scalar_t>() : scalar_t(0);
-    LaunchItems(name, out.device().index(), n, add ? n : 16384, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
+    LaunchItems(name, out.device().index(), items, per_block, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
                 [=](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t i = ip[ig.Offset(e)];
-        if (i < 0 || i >= dst_dim) return BadIndex(i, dst_dim, "scatter", false, false);
-        int64_t rest = e, doff = 0;
-        for (size_t d = ig.sizes.size(); d-- > 0;) {
-          const int64_t c = rest % ig.sizes[d];
-          rest /= ig.sizes[d];
-          doff += (static_cast<int64_t>(d) == dim ? 0 : c) * og.strides[d];
-        }
-        doff += i * dstride;
-        const scalar_t s = sp ? reinterpret_cast<const scalar_t*>(sp)[sg.Offset(e)] : v;
-        scalar_t& dst = reinterpret_cast<scalar_t*>(op)[doff];
-        if (add) {
-          if constexpr (std::is_same_v<scalar_t, bool>) {
-            dst = dst || s;
+      const scalar_t* s = reinterpret_cast<const scalar_t*>(sp);
+      scalar_t* o = reinterpret_cast<scalar_t*>(op);
+      const int64_t r0 = by_columns ? 0 : begin, r1 = by_columns ? g.rows : end;
+      const int64_t c0 = by_columns ? begin : 0, c1 = by_columns ? end : g.cols;
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t doff, ioff, soff;
+        g.Offsets(r, doff, ioff, soff);
+        for (int64_t k = c0; k < c1; ++k) {
+          const int64_t i = ip[ioff + k * g.idx_col];
+          if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "scatter", false, false);
+          const scalar_t x = s ? s[soff + k * g.other_col] : v;
+          scalar_t& dst = o[doff + k * g.data_col + i * g.dim_stride];
+          if (add) {
+            if constexpr (std::is_same_v<scalar_t, bool>) {
+              dst = dst || x;
+            } else {
+              dst = static_cast<scalar_t>(dst + x);
+            }
           } else {
-            dst = static_cast<scalar_t>(dst + s);
+            dst = x;
           }
-        } else {
-          dst = s;
         }
       }
       return absl::OkStatus();

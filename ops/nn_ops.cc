@@ -15,8 +15,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <limits>
 #include <optional>
@@ -491,7 +493,30 @@ at::Tensor NllLossBackward(const at::Tensor& grad_output, const at::Tensor& self
   return grad_input;
 }
 
-// ---- embedding backward: rows of grad summed into [num_weights, D]; blocks own columns.
+// ---- embedding backward: rows of grad summed into [num_weights, D].
+//
+// Blocks own ranges of weight rows. Each scans the indices in order and adds the grad rows
+// that land in its range, whole rows at a time (SIMD for float32/bfloat16), so every
+// weight row sums its contributions in index order whatever the thread count: as the CPU
+// backend does, and deterministic. Every block reports the first bad index the same way.
+
+// Grad elements per block, roughly (its share of the table); the index scan is repeated
+// per block, so blocks stay few.
+constexpr int64_t kEmbeddingElementsPerBlock = 1 << 16;
+
+// float -> bfloat16, rounding to nearest even (NaN stays a quiet NaN), as c10::BFloat16's
+// constructor does; written on the bits so that the loop vectorizes (the constructor
+// call per element made the write-out the slowest part of a bfloat16 backward).
+void FloatToBFloat16Row(const float* in, c10::BFloat16* out, int64_t n) {
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof(bits));
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    o[i] = in[i] != in[i] ? uint16_t{0x7fc0} : static_cast<uint16_t>(rounded);
+  }
+}
+constexpr int64_t kEmbeddingMaxBlocks = 64;
 
 at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights_s,
                                   c10::SymInt padding_idx_s, bool scale_grad_by_freq) {
@@ -506,30 +531,69 @@ at::Tensor EmbeddingDenseBackward(const at::Tensor& grad_output, const at::Tenso
   const at::Tensor idx = indices.to(grad_output.device(), at::kLong).contiguous().view(-1);
   const int64_t n = idx.numel();
   const at::Tensor g = grad_output.contiguous().view({n, d});
-  at::Tensor out = at::zeros({num_weights, d}, grad_output.options());
+  // Every element is written by the kernel (zeros where no index lands).
+  at::Tensor out = at::empty({num_weights, d}, grad_output.options());
+  if (out.numel() == 0) return out;
+  const int64_t blocks =
+      std::clamp<int64_t>(n * d / kEmbeddingElementsPerBlock, 1, std::min(num_weights, kEmbeddingMaxBlocks));
+  const int64_t rows_per_block = (num_weights + blocks - 1) / blocks;
   AT_DISPATCH_V2(g.scalar_type(), "xxnpu_embedding_backward", AT_WRAP([&] {
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t* ip = ConstView<int64_t>(idx);
     const scalar_t* gp = ConstView<scalar_t>(g);
     scalar_t* op = View<scalar_t>(out);
-    LaunchRows("xxnpu::embedding_backward", g.device().index(), d, n, static_cast<uint64_t>(2 * g.nbytes()),
-               static_cast<uint64_t>(g.numel()), [=](int64_t begin, int64_t end) {
-      // Accumulate in acc_t per output element: a column slice of the whole table.
-      std::vector<acc_t> acc(static_cast<size_t>(num_weights * (end - begin)), acc_t(0));
+    const VecKernels* k = nullptr;
+    VecDtype vt = VecDtype::kFloat;
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::BFloat16>) {
+      k = &HostVecKernels();
+      vt = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+    }
+    LaunchConfig cfg;
+    cfg.name = "xxnpu::embedding_backward";
+    cfg.grid = Dim3{static_cast<uint32_t>((num_weights + rows_per_block - 1) / rows_per_block), 1, 1};
+    cfg.bytes = static_cast<uint64_t>(g.nbytes() + out.nbytes());
+    cfg.flops = static_cast<uint64_t>(g.numel());
+    auto body = [=](int64_t w0, int64_t w1) -> absl::Status {
+      // float32 accumulates in the output itself; other dtypes in an acc_t copy of the range.
+      constexpr bool kInPlace = std::is_same_v<scalar_t, acc_t>;
+      // The buffer is kept per compute thread: a fresh one of this size per block would be
+      // mmap'ed and page-faulted in by every call.
+      static thread_local std::vector<acc_t> buffer;
+      if (!kInPlace && buffer.size() < static_cast<size_t>((w1 - w0) * d)) buffer.resize((w1 - w0) * d);
+      acc_t* acc = kInPlace ? reinterpret_cast<acc_t*>(op + w0 * d) : buffer.data();
+      std::fill(acc, acc + (w1 - w0) * d, acc_t(0));
       for (int64_t i = 0; i < n; ++i) {
         const int64_t row = ip[i];
-        if (row == padding_idx) continue;
         if (row < 0 || row >= num_weights) {
           return absl::OutOfRangeError("embedding_backward: index " + std::to_string(row) + " out of range [0, " +
                                        std::to_string(num_weights) + ")");
         }
-        for (int64_t j = begin; j < end; ++j) acc[row * (end - begin) + (j - begin)] += static_cast<acc_t>(gp[i * d + j]);
+        if (row == padding_idx || row < w0 || row >= w1) continue;
+        acc_t* dst = acc + (row - w0) * d;
+        const scalar_t* src = gp + i * d;
+        if constexpr (std::is_same_v<acc_t, float>) {
+          if (k != nullptr) {
+            k->accumulate_row(vt, reinterpret_cast<float*>(dst), src, d);  // acc_t is float here
+            continue;
+          }
+        }
+        for (int64_t j = 0; j < d; ++j) dst[j] += static_cast<acc_t>(src[j]);
       }
-      for (int64_t r = 0; r < num_weights; ++r) {
-        for (int64_t j = begin; j < end; ++j) op[r * d + j] = static_cast<scalar_t>(acc[r * (end - begin) + (j - begin)]);
+      if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+        FloatToBFloat16Row(reinterpret_cast<const float*>(acc), reinterpret_cast<c10::BFloat16*>(op + w0 * d),
+                           (w1 - w0) * d);
+      } else if constexpr (!kInPlace) {
+        for (int64_t j = 0; j < (w1 - w0) * d; ++j) op[w0 * d + j] = static_cast<scalar_t>(acc[j]);
       }
       return absl::OkStatus();
-    });
+    };
+    CheckOk(xxnpuLaunchKernel(cfg, [body, num_weights, rows_per_block](BlockRange r) -> absl::Status {
+      for (int64_t b = r.begin; b < r.end; ++b) {
+        const absl::Status s = body(b * rows_per_block, std::min(num_weights, (b + 1) * rows_per_block));
+        if (!s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }, CurrentXxnpuStreamHandle(g.device().index())), cfg.name);
   }), XXNPU_NN_FLOAT_TYPES);
   return out;
 }

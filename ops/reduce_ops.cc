@@ -23,6 +23,7 @@
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -303,6 +304,11 @@ inline constexpr VecReduce kVecReduce = [] {
   }
 }();
 
+// The 2-norm of float32/bfloat16 has a SIMD sum of squares (p is known at run time only).
+template <typename scalar_t, typename R>
+inline constexpr bool kIsVecNorm =
+    (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::BFloat16>) && std::is_same_v<R, NormReducer<float>>;
+
 // Folds reduced elements [begin, end) of output `o` (offset `in_off` into the input) into `acc`.
 template <typename scalar_t, typename R>
 void ReduceRange(const R& r, const scalar_t* in, const Dims& red, int64_t begin, int64_t end,
@@ -321,6 +327,14 @@ void ReduceRange(const R& r, const scalar_t* in, const Dims& red, int64_t begin,
     const int64_t pos = i % inner;
     const int64_t run = std::min(inner - pos, end - i);
     const scalar_t* p = in + OffsetOf(red, 0, i);
+    if constexpr (kIsVecNorm<scalar_t, R>) {
+      if (inner_stride == 1 && r.p == 2) {  // the 2-norm of a dense run: SIMD sum of squares
+        const VecDtype dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+        r.Combine(acc, HostVecKernels().sum_squares(dtype, p, run));
+        i += run;
+        continue;
+      }
+    }
     if constexpr (kVecReduce<scalar_t, R> != VecReduce::kNone) {
       if (inner_stride == 1) {  // a dense run: the SIMD kernel (vec_kernels.h)
         const VecDtype dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
@@ -346,6 +360,71 @@ void Write(const R& r, const typename R::acc_t& acc, int64_t n, scalar_t* out, i
   if constexpr (HasIndex<R>::value) {
     if (index != nullptr) *index = r.Index(acc);
   }
+}
+
+// Input elements one block of the one-accumulator-per-output form reduces.
+constexpr int64_t kBlockElements = 1 << 14;
+
+// A reduction over outer dims only (sum(0) of a row-major matrix): the input is contiguous
+// along the innermost kept dim, and the reduced dims step over whole rows of it. Walking
+// each output's column would read one element per cache line; instead each block keeps a
+// tile of kOuterTile outputs as float accumulators and adds whole row segments into them
+// (SIMD along the inner dim), down all the reduced rows.
+constexpr int64_t kOuterTile = 256;
+// Rows summed in float into a fresh partial tile before it is added to the total (in
+// double): a long column keeps float's accuracy, as the CPU's cascade sum does.
+constexpr int64_t kOuterChunkRows = 64;
+
+bool ReducesOuterDims(const ReduceGeometry& g) {
+  if (g.kept.sizes.empty() || g.reduced.sizes.empty() || g.reduce_size < 2) return false;
+  return g.kept.strides[0].back() == 1 && g.reduced.strides[0].back() != 1;
+}
+
+template <typename scalar_t, typename R>
+void LaunchOuterReduce(LaunchConfig cfg, xxnpuStream_t stream, const R& r, const ReduceGeometry& g,
+                       const scalar_t* in_p, scalar_t* out_p) {
+  constexpr bool kMax = kVecReduce<scalar_t, R> == VecReduce::kMax;
+  const VecDtype dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+  const int64_t inner = g.kept.sizes.back(), outer = g.num_outputs / inner;
+  const int64_t tiles = (inner + kOuterTile - 1) / kOuterTile, items = outer * tiles;
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / (g.reduce_size * std::min(inner, kOuterTile)));
+  cfg.grid = Dim3{static_cast<uint32_t>((items + per_block - 1) / per_block), 1, 1};
+  const VecKernels* k = &HostVecKernels();
+  CheckOk(xxnpuLaunchKernel(cfg, [r, g, in_p, out_p, k, dtype, inner, tiles, items, per_block](BlockRange br) {
+    float part[kOuterTile];
+    double total[kOuterTile];
+    const int64_t out_stride = g.kept.strides[1].back();
+    for (int64_t item = br.begin * per_block; item < std::min(items, br.end * per_block); ++item) {
+      const int64_t o = item / tiles, j0 = (item % tiles) * kOuterTile, w = std::min(kOuterTile, inner - j0);
+      const int64_t first = o * inner + j0;  // the tile's first output, linear
+      const scalar_t* base = in_p + OffsetOf(g.kept, 0, first);
+      std::fill(total, total + w, 0.0);
+      // amax accumulates in `part` over all rows; sums restart it every chunk.
+      if (kMax) std::fill(part, part + w, -std::numeric_limits<float>::infinity());
+      for (int64_t c = 0; c < g.reduce_size; c += kOuterChunkRows) {
+        const int64_t stop = std::min(g.reduce_size, c + kOuterChunkRows);
+        float* acc = part;
+        if (!kMax) std::fill(part, part + w, 0.0f);
+        for (int64_t i = c; i < stop; ++i) {
+          const scalar_t* row = base + OffsetOf(g.reduced, 0, i);
+          if (kMax) {
+            k->max_row(dtype, acc, row, w);
+          } else {
+            k->accumulate_row(dtype, acc, row, w);
+          }
+        }
+        if (!kMax) {
+          for (int64_t j = 0; j < w; ++j) total[j] += part[j];
+        }
+      }
+      scalar_t* out = out_p + OffsetOf(g.kept, 1, first);
+      for (int64_t j = 0; j < w; ++j) {
+        const float value = kMax ? part[j] : static_cast<float>(total[j]);
+        Write<scalar_t>(r, value, g.reduce_size, out + j * out_stride, nullptr);
+      }
+    }
+    return absl::OkStatus();
+  }, stream), cfg.name);
 }
 
 // Reduces `in` (on xxnpu) over the dims in `mask` into `out` (and `index`), both
@@ -406,8 +485,16 @@ void LaunchReduce(const char* name, const R& r, const at::Tensor& in, const at::
     return;
   }
 
-  // One accumulator per output; outputs split across blocks.
-  const int64_t per_block = std::max<int64_t>(1, kSplitThreshold / std::max<int64_t>(1, g.reduce_size));
+  if constexpr (kVecReduce<scalar_t, R> != VecReduce::kNone) {
+    if (!index.defined() && ReducesOuterDims(g)) {
+      LaunchOuterReduce<scalar_t>(cfg, stream, r, g, in_p, out_p);
+      return;
+    }
+  }
+
+  // One accumulator per output; outputs split across blocks of about kBlockElements, so
+  // that even a few hundred rows keep every compute thread busy.
+  const int64_t per_block = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, g.reduce_size));
   cfg.grid = Dim3{static_cast<uint32_t>((g.num_outputs + per_block - 1) / per_block), 1, 1};
   CheckOk(xxnpuLaunchKernel(cfg, [r, g, in_p, out_p, idx_p, idx_operand, per_block](BlockRange br) {
     const int64_t first = br.begin * per_block, last = std::min(g.num_outputs, br.end * per_block);

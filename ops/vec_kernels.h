@@ -91,6 +91,15 @@ struct VecKernels {
   float (*max)(VecDtype dtype, const void* in, int64_t n);
   // softmax (or log_softmax) of one dense row: max, exp-sum, scale.
   void (*softmax)(bool log, VecDtype dtype, void* out, const void* in, int64_t n);
+
+  // Index ops and outer-dim reductions.
+  // acc[j] += in[j] over a dense row of n, accumulating in float: one row of a reduction
+  // over an outer dim (sum(0)), which runs down the rows with SIMD along the inner dim.
+  void (*accumulate_row)(VecDtype dtype, float* acc, const void* in, int64_t n);
+  // acc[j] = max(acc[j], in[j]), NaN-propagating (torch.amax over an outer dim).
+  void (*max_row)(VecDtype dtype, float* acc, const void* in, int64_t n);
+  // Sum of squares of a dense row (the 2-norm's accumulation), blocked as `sum`.
+  float (*sum_squares)(VecDtype dtype, const void* in, int64_t n);
 };
 
 // The host's table (HostCpuCapability()).

@@ -373,6 +373,89 @@ void SoftmaxEntry(bool log, VecDtype dtype, void* out, const void* in, int64_t n
   return Softmax<BFloat16>(log, out, in, n);
 }
 
+// ---- Index ops and outer-dim reductions.
+
+template <typename T>
+void AccumulateRow(float* acc, const void* in_p, int64_t n) {
+  const T* in = static_cast<const T*>(in_p);
+  constexpr int64_t kStep = Io<T>::kStep;
+  for (int64_t i = 0; i < n; i += kStep) {
+    const int64_t c = std::min(kStep, n - i);
+    Vec v[Io<T>::kParts];
+    Io<T>::Load(in + i, c, v);
+    for (int k = 0; k < Io<T>::kParts; ++k) {
+      const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
+      if (valid == 0) break;
+      float* a = acc + i + k * Vec::size();
+      if (valid == Vec::size()) {
+        (Vec::loadu(a) + v[k]).store(a);
+      } else {
+        (Vec::loadu(a, valid) + v[k]).store(a, static_cast<int>(valid));
+      }
+    }
+  }
+}
+
+template <typename T>
+void MaxRow(float* acc, const void* in_p, int64_t n) {
+  const T* in = static_cast<const T*>(in_p);
+  constexpr int64_t kStep = Io<T>::kStep;
+  for (int64_t i = 0; i < n; i += kStep) {
+    const int64_t c = std::min(kStep, n - i);
+    Vec v[Io<T>::kParts];
+    Io<T>::Load(in + i, c, v);
+    for (int k = 0; k < Io<T>::kParts; ++k) {
+      const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
+      if (valid == 0) break;
+      float* a = acc + i + k * Vec::size();
+      if (valid == Vec::size()) {
+        at::vec::maximum(Vec::loadu(a), v[k]).store(a);  // NaN propagates
+      } else {
+        at::vec::maximum(Vec::loadu(a, valid), v[k]).store(a, static_cast<int>(valid));
+      }
+    }
+  }
+}
+
+template <typename T>
+float SumSquares(const void* in_p, int64_t n) {
+  const T* in = static_cast<const T*>(in_p);
+  constexpr int64_t kStep = Io<T>::kStep;
+  double total = 0;
+  for (int64_t begin = 0; begin < n; begin += kSumBlock) {
+    const int64_t end = std::min(n, begin + kSumBlock);
+    Vec acc[2 * Io<T>::kParts] = {};  // two interleaved sets: independent chains
+    int64_t i = begin;
+    for (; i + 2 * kStep <= end; i += 2 * kStep) {
+      Vec v[2 * Io<T>::kParts];
+      Io<T>::Load(in + i, kStep, v);
+      Io<T>::Load(in + i + kStep, kStep, v + Io<T>::kParts);
+      for (int k = 0; k < 2 * Io<T>::kParts; ++k) acc[k] = at::vec::fmadd(v[k], v[k], acc[k]);
+    }
+    for (; i < end; i += kStep) {
+      Vec v[Io<T>::kParts];
+      Io<T>::Load(in + i, std::min(kStep, end - i), v);  // a partial load zero-fills
+      for (int k = 0; k < Io<T>::kParts; ++k) acc[k] = at::vec::fmadd(v[k], v[k], acc[k]);
+    }
+    Vec s = acc[0];
+    for (int k = 1; k < 2 * Io<T>::kParts; ++k) s = s + acc[k];
+    total += static_cast<double>(AddLanes(s));
+  }
+  return static_cast<float>(total);
+}
+
+void AccumulateRowEntry(VecDtype dtype, float* acc, const void* in, int64_t n) {
+  if (dtype == VecDtype::kFloat) return AccumulateRow<float>(acc, in, n);
+  return AccumulateRow<BFloat16>(acc, in, n);
+}
+void MaxRowEntry(VecDtype dtype, float* acc, const void* in, int64_t n) {
+  if (dtype == VecDtype::kFloat) return MaxRow<float>(acc, in, n);
+  return MaxRow<BFloat16>(acc, in, n);
+}
+float SumSquaresEntry(VecDtype dtype, const void* in, int64_t n) {
+  return dtype == VecDtype::kFloat ? SumSquares<float>(in, n) : SumSquares<BFloat16>(in, n);
+}
+
 #define XXNPU_STRINGIFY2(x) #x
 #define XXNPU_STRINGIFY(x) XXNPU_STRINGIFY2(x)
 
@@ -381,6 +464,8 @@ void SoftmaxEntry(bool log, VecDtype dtype, void* out, const void* in, int64_t n
 extern const VecKernels kVecKernels;
 const VecKernels kVecKernels = {
     XXNPU_STRINGIFY(CPU_CAPABILITY), &UnaryEntry, &BinaryEntry, &SumEntry, &MaxEntry, &SoftmaxEntry,
+    // Index ops and outer-dim reductions.
+    &AccumulateRowEntry, &MaxRowEntry, &SumSquaresEntry,
 };
 
 }  // namespace CPU_CAPABILITY

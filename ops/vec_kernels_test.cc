@@ -319,6 +319,49 @@ TEST(VecKernels, SumAndMaxOverTails) {
   }
 }
 
+// accumulate_row / max_row (outer-dim reductions, embedding backward) and sum_squares
+// (the 2-norm): every element of a row with a tail, nothing written past it, NaN kept.
+TEST(VecKernels, RowAccumulationAndSumSquaresOverTails) {
+  for (const VecKernels* k : Tables()) {
+    for (int64_t n : kSizes) {
+      const std::vector<float> x = Values(n, -3, 3, 8);
+      const std::vector<BFloat16> xb = Cast<BFloat16>(x);
+      for (VecDtype dtype : {VecDtype::kFloat, VecDtype::kBFloat16}) {
+        const void* in = dtype == VecDtype::kFloat ? static_cast<const void*>(x.data()) : xb.data();
+        auto elem = [&](int64_t i) { return dtype == VecDtype::kFloat ? x[i] : static_cast<float>(xb[i]); };
+        std::vector<float> acc(n + kGuard, kSentinel), mx(n + kGuard, kSentinel);
+        for (int64_t i = 0; i < n; ++i) {
+          acc[i] = 0.5f * static_cast<float>(i);
+          mx[i] = i % 3 == 0 ? -10.0f : 1.0f;
+        }
+        if (n > 2) mx[n - 1] = std::numeric_limits<float>::quiet_NaN();  // a NaN in the tail stays
+        k->accumulate_row(dtype, acc.data(), in, n);
+        k->max_row(dtype, mx.data(), in, n);
+        double squares = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_FLOAT_EQ(acc[i], 0.5f * static_cast<float>(i) + elem(i)) << k->capability << " n=" << n << " i=" << i;
+          if (n > 2 && i == n - 1) {
+            EXPECT_TRUE(std::isnan(mx[i])) << k->capability << " n=" << n;
+          } else {
+            EXPECT_EQ(mx[i], std::max(i % 3 == 0 ? -10.0f : 1.0f, elem(i))) << k->capability << " n=" << n << " i=" << i;
+          }
+          squares += static_cast<double>(elem(i)) * elem(i);
+        }
+        for (int64_t i = n; i < n + kGuard; ++i) {
+          ASSERT_EQ(acc[i], kSentinel) << k->capability << " wrote past the row, n=" << n;
+          ASSERT_EQ(mx[i], kSentinel) << k->capability << " wrote past the row, n=" << n;
+        }
+        EXPECT_NEAR(k->sum_squares(dtype, in, n), squares, 1e-6 * squares + 1e-6) << k->capability << " n=" << n;
+      }
+    }
+    // A NaN input propagates into max_row's accumulator.
+    std::vector<float> x = Values(19, -3, 3, 9), acc(19, 0.0f);
+    x[18] = std::numeric_limits<float>::quiet_NaN();
+    k->max_row(VecDtype::kFloat, acc.data(), x.data(), 19);
+    EXPECT_TRUE(std::isnan(acc[18])) << k->capability;
+  }
+}
+
 TEST(VecKernels, SoftmaxRowsMatchReference) {
   const float inf = std::numeric_limits<float>::infinity();
   for (const VecKernels* k : Tables()) {
