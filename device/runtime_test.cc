@@ -184,6 +184,41 @@ TEST(RuntimeMemoryTest, CopiesOfEveryKind) {
   for (void* p : {d0, d0b, d1}) ASSERT_TRUE(xxnpuFree(p).ok());
 }
 
+// Copies and sets from 1 MiB up are split over the compute threads: every byte lands,
+// the partial last chunk included; an overlapping copy keeps memmove's result.
+TEST(RuntimeMemoryTest, LargeCopiesAndSetsAreWholeAndOverlapSafe) {
+  const size_t n = (size_t{3} << 20) + 13;
+  std::vector<uint8_t> src(n), dst(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  char* a = static_cast<char*>(*xxnpuMalloc(n));
+  char* b = static_cast<char*>(*xxnpuMalloc(n));
+  ASSERT_TRUE(xxnpuMemcpy(a, src.data(), n, MemcpyKind::kHostToDevice).ok());
+  ASSERT_TRUE(xxnpuMemcpy(b, a, n, MemcpyKind::kDeviceToDevice).ok());
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), b, n, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(dst, src);
+
+  // A set of an odd sub-range leaves its neighbours alone.
+  const size_t off = 4099, len = (size_t{2} << 20) + 5;
+  ASSERT_TRUE(xxnpuMemset(b + off, 0x5A, len).ok());
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), b, n, MemcpyKind::kDeviceToHost).ok());
+  std::vector<uint8_t> want = src;
+  std::fill(want.begin() + off, want.begin() + off + len, 0x5A);
+  EXPECT_EQ(dst, want);
+
+  // Overlapping ranges within one allocation, both directions: memmove's result.
+  const size_t shift = 4097, m = n - shift;
+  ASSERT_TRUE(xxnpuMemcpy(a + shift, a, m, MemcpyKind::kDeviceToDevice).ok());
+  want = src;
+  std::memmove(want.data() + shift, want.data(), m);
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), a, n, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(dst, want);
+  ASSERT_TRUE(xxnpuMemcpy(a, a + shift, m, MemcpyKind::kDeviceToDevice).ok());
+  std::memmove(want.data(), want.data() + shift, m);
+  ASSERT_TRUE(xxnpuMemcpy(dst.data(), a, n, MemcpyKind::kDeviceToHost).ok());
+  EXPECT_EQ(dst, want);
+  for (void* p : {a, b}) ASSERT_TRUE(xxnpuFree(p).ok());
+}
+
 TEST(RuntimeMemoryTest, CopyErrors) {
   std::vector<char> host(4096);
   char* d = static_cast<char*>(*xxnpuMalloc(4096));

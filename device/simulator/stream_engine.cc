@@ -435,14 +435,43 @@ absl::Status RunHostFunc(StreamImpl& s, absl::AnyInvocable<void()>& fn, const Re
                                               " failed on xxnpu:", s.device, " stream ", s.id, ": ", st.message()));
 }
 
+// Copies and sets of at least kParallelCopyBytes are split into kCopyChunk pieces over the
+// device's compute threads, as a GPU's copy engines use many lanes: one thread's memcpy
+// reaches about half the bandwidth two threads do (clone of 4 MB was 0.4x the CPU
+// backend's, whose copy_ is threaded too). Overlapping copies keep memmove's one pass.
+constexpr size_t kCopyChunk = size_t{256} << 10;
+constexpr size_t kParallelCopyBytes = size_t{1} << 20;
+
+void CopyOrSetBytes(StreamImpl& s, bool is_copy, char* dst, const char* src, size_t bytes, int value) {
+  const bool overlap = is_copy && dst < src + bytes && src < dst + bytes;
+  if (bytes < kParallelCopyBytes || overlap || s.pool->threads() < 2) {
+    if (is_copy) {
+      std::memmove(dst, src, bytes);
+    } else {
+      std::memset(dst, value, bytes);
+    }
+    return;
+  }
+  const int64_t chunks = static_cast<int64_t>((bytes + kCopyChunk - 1) / kCopyChunk);
+  // The body cannot fail: Run's status is always ok here.
+  s.pool->Run(chunks, /*parallel=*/true, s.priority, [&](BlockRange r) {
+    const size_t begin = static_cast<size_t>(r.begin) * kCopyChunk;
+    const size_t end = std::min(bytes, static_cast<size_t>(r.end) * kCopyChunk);
+    if (is_copy) {
+      std::memcpy(dst + begin, src + begin, end - begin);
+    } else {
+      std::memset(dst + begin, value, end - begin);
+    }
+    return absl::OkStatus();
+  }).IgnoreError();
+}
+
 void RunCopyOrSet(StreamImpl& s, bool is_copy, void* dst, const void* src_ptr, size_t bytes, MemcpyKind copy_kind,
                   int value, const RecordSource& src) {
   const int64_t start = NowNs();
-  if (is_copy) {
-    std::memmove(DeviceView(dst), DeviceView(src_ptr), bytes);
-  } else {
-    std::memset(DeviceView(dst), value, bytes);
-  }
+  // Views of each range's first byte: a range lies in one allocation, which the view maps whole.
+  CopyOrSetBytes(s, is_copy, static_cast<char*>(DeviceView(dst)),
+                 is_copy ? static_cast<const char*>(DeviceView(src_ptr)) : nullptr, bytes, value);
   const ActivityKind kind = is_copy ? ActivityKind::kMemcpy : ActivityKind::kMemset;
   if (src.cmd.correlation_id != 0 && ActivityEnabled(kind)) {
     ActivityRecord r;
