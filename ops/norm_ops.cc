@@ -122,8 +122,9 @@ std::vector<int64_t> StatShape(const at::Tensor& input, int64_t normalized_ndim)
   return shape;
 }
 
-// Adds the partial rows `partials` ([blocks, rows_of_partials, n], of type P) up: row k of
-// the result (k < outs.size()) is the sum over blocks of partial row k, in out's dtype T.
+// Adds the partial rows `partials` ([blocks, rows_of_partials, n], of type P) up into the
+// non-null `outs`, in order: the i-th non-null output is the sum over blocks of partial row
+// i, in out's dtype T.
 template <typename T, typename P>
 void ReducePartials(const char* name, c10::DeviceIndex device, const at::Tensor& partials, int64_t blocks, int64_t n,
                     std::array<T*, 2> outs) {
@@ -134,14 +135,16 @@ void ReducePartials(const char* name, c10::DeviceIndex device, const at::Tensor&
                static_cast<uint64_t>(blocks * partials.size(1) * n), [=](int64_t cb) {
     const int64_t begin = cb * kColumnsPerBlock, end = std::min(n, begin + kColumnsPerBlock);
     P acc[kColumnsPerBlock];
-    for (size_t k = 0; k < outs.size(); ++k) {
-      if (outs[k] == nullptr) continue;
+    int64_t slot = 0;
+    for (T* out : outs) {
+      if (out == nullptr) continue;
       std::fill(acc, acc + (end - begin), P(0));
       for (int64_t b = 0; b < blocks; ++b) {
-        const P* row = pp + b * stride + static_cast<int64_t>(k) * n;
+        const P* row = pp + b * stride + slot * n;
         for (int64_t j = begin; j < end; ++j) acc[j - begin] += row[j];
       }
-      for (int64_t j = begin; j < end; ++j) outs[k][j] = static_cast<T>(acc[j - begin]);
+      for (int64_t j = begin; j < end; ++j) out[j] = static_cast<T>(acc[j - begin]);
+      ++slot;
     }
   });
 }

@@ -159,37 +159,55 @@ at::Tensor& LerpTensorOut(const at::Tensor& self, const at::Tensor& end, const a
 // ---- where / masked_fill (not structured: each form registered).
 
 // where's 2-D loop over (out, condition, x, y), all values of type T. Dense rows, with x or
-// y dense or broadcast (a scalar), are select loops the compiler vectorizes (blends); the
-// rest (strided operands) reads element by element.
+// y dense or broadcast (a scalar), are select loops the compiler vectorizes: both values are
+// loaded unconditionally (a load under the condition would be control flow) and selected as
+// raw bits (half and bfloat16 as uint16_t, which the vectorizer knows). The rest (strided
+// operands) reads element by element.
 template <typename T>
 void WhereLoop(char** d, const int64_t* s, int64_t n0, int64_t n1) {
+  using Bits = std::conditional_t<std::is_arithmetic_v<T>, T, uint16_t>;
+  static_assert(sizeof(Bits) == sizeof(T));
   constexpr int64_t kS = sizeof(T);
   const bool dense = s[0] == kS && s[1] == 1 && (s[2] == kS || s[2] == 0) && (s[3] == kS || s[3] == 0);
   for (int64_t j = 0; j < n1; ++j) {
-    T* __restrict out = reinterpret_cast<T*>(d[0] + j * s[4]);
+    char* out_p = d[0] + j * s[4];
     const uint8_t* __restrict c = reinterpret_cast<const uint8_t*>(d[1] + j * s[5]);
     const char* xp = d[2] + j * s[6];
     const char* yp = d[3] + j * s[7];
-    if (dense && s[2] != 0 && s[3] != 0) {
-      const T* __restrict x = reinterpret_cast<const T*>(xp);
-      const T* __restrict y = reinterpret_cast<const T*>(yp);
-      for (int64_t i = 0; i < n0; ++i) out[i] = c[i] != 0 ? x[i] : y[i];
-    } else if (dense && s[2] == 0 && s[3] != 0) {
-      const T xv = *reinterpret_cast<const T*>(xp);
-      const T* __restrict y = reinterpret_cast<const T*>(yp);
-      for (int64_t i = 0; i < n0; ++i) out[i] = c[i] != 0 ? xv : y[i];
-    } else if (dense && s[2] != 0) {
-      const T* __restrict x = reinterpret_cast<const T*>(xp);
-      const T yv = *reinterpret_cast<const T*>(yp);
-      for (int64_t i = 0; i < n0; ++i) out[i] = c[i] != 0 ? x[i] : yv;
-    } else {
-      for (int64_t i = 0; i < n0; ++i) {
-        const char* src = c[i * s[1]] != 0 ? xp + i * s[2] : yp + i * s[3];
-        *reinterpret_cast<T*>(d[0] + j * s[4] + i * s[0]) = *reinterpret_cast<const T*>(src);
+    if (dense) {
+      Bits* __restrict out = reinterpret_cast<Bits*>(out_p);
+      const Bits* __restrict x = reinterpret_cast<const Bits*>(xp);
+      const Bits* __restrict y = reinterpret_cast<const Bits*>(yp);
+      if (s[2] != 0 && s[3] != 0) {
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits a = x[i], b = y[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else if (s[2] == 0 && s[3] != 0) {
+        const Bits a = x[0];
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits b = y[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else if (s[2] != 0) {
+        const Bits b = y[0];
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits a = x[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else {
+        const Bits a = x[0], b = y[0];
+        for (int64_t i = 0; i < n0; ++i) out[i] = c[i] != 0 ? a : b;
       }
+      continue;
+    }
+    for (int64_t i = 0; i < n0; ++i) {
+      const char* src = c[i * s[1]] != 0 ? xp + i * s[2] : yp + i * s[3];
+      *reinterpret_cast<T*>(out_p + i * s[0]) = *reinterpret_cast<const T*>(src);
     }
   }
 }
+
 at::Tensor& WhereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",

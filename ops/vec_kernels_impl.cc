@@ -419,17 +419,18 @@ void RowSums(int64_t n, float* totals, Step step) {
   for (int s = 0; s < kSums; ++s) totals[s] = static_cast<float>(sums[s]);
 }
 
-// The row's affine output y = (x * scale + shift) [* w] [+ b], in float, rounded on store.
+// The row's affine output y = (x - mean) * scale [* w] [+ b], in float, rounded on store.
+// (Centred first: x equal to the mean gives exactly 0, as on the CPU, however large rstd.)
 template <typename T>
-void AffineRow(T* y, const T* x, const T* w, const T* b, int64_t n, float scale, float shift) {
+void AffineRow(T* y, const T* x, const T* w, const T* b, int64_t n, float mean, float scale) {
   constexpr int64_t kStep = Io<T>::kStep;
   constexpr int kP = Io<T>::kParts;
-  const Vec vs(scale), vh(shift);
+  const Vec vm(mean), vs(scale);
   for (int64_t i = 0; i < n; i += kStep) {
     const int64_t c = std::min(kStep, n - i);
     Vec v[kP], wv[kP], bv[kP];
     Io<T>::Load(x + i, c, v);
-    for (int k = 0; k < kP; ++k) v[k] = at::vec::fmadd(v[k], vs, vh);
+    for (int k = 0; k < kP; ++k) v[k] = (v[k] - vm) * vs;
     if (w != nullptr) {
       Io<T>::Load(w + i, c, wv);
       for (int k = 0; k < kP; ++k) v[k] = v[k] * wv[k];
@@ -462,8 +463,7 @@ void LayerNormRow(void* y_p, const void* x_p, const void* w_p, const void* b_p, 
   const float rstd = 1.0f / std::sqrt(std::max(var, 0.0f) + eps);
   *mean_out = mean;
   *rstd_out = rstd;
-  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), static_cast<const T*>(b_p), n, rstd,
-               -mean * rstd);
+  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), static_cast<const T*>(b_p), n, mean, rstd);
 }
 
 template <typename T>
@@ -478,7 +478,7 @@ void RmsNormRow(void* y_p, const void* x_p, const void* w_p, int64_t n, float ep
   const float rstd = 1.0f / std::sqrt((n > 0 ? sq / static_cast<float>(n) : 0.0f) + eps);
   *rstd_out = rstd;
   // x * rstd, then * w: the composite's order of roundings.
-  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), nullptr, n, rstd, 0.0f);
+  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), nullptr, n, 0.0f, rstd);
 }
 
 // Both backward rows: xhat = (x - mean) * rstd (mean 0 for rms_norm), gw = dy * w.

@@ -205,7 +205,8 @@ def _norm_inputs(shape, dtype, seed, affine):
     g = _rand(shape, dtype, seed + 1)
     n = shape[-1]
     w = _rand(n, dtype, seed + 2, 0.5, 1.5) if affine else None
-    b = _rand(n, dtype, seed + 3) if affine == "bias" else None
+    w = None if affine == "bias_only" else w
+    b = _rand(n, dtype, seed + 3) if affine in ("bias", "bias_only") else None
     return x, g, w, b
 
 
@@ -254,7 +255,7 @@ NORM_DTYPES = DTYPES + [torch.float16, torch.float64]  # the last two: the scala
 
 
 @pytest.mark.parametrize("dtype", NORM_DTYPES, ids=str)
-@pytest.mark.parametrize("affine", [None, "weight", "bias"])
+@pytest.mark.parametrize("affine", [None, "weight", "bias", "bias_only"])
 def test_layer_norm_rows_and_backward(affine, dtype):
     for shape in NORM_SHAPES:
         x, g, w, b = _norm_inputs(shape, dtype, shape[-1], affine)
@@ -274,6 +275,9 @@ def test_layer_norm_statistics_and_layouts(dtype):
     # A transposed (non-contiguous) input and a constant row (variance 0: rstd = 1/sqrt(eps)).
     xt = _rand((40, 9), dtype, 8).t()
     _close(F.layer_norm(xt.to("xxnpu"), (40,)), F.layer_norm(xt, (40,)))
+    # One element per row: x - mean is exactly 0 and y exactly the bias.
+    x1, w1, b1 = _rand((5, 1), dtype, 9), _rand(1, dtype, 10), _rand(1, dtype, 11)
+    _close(F.layer_norm(x1.to("xxnpu"), (1,), w1.to("xxnpu"), b1.to("xxnpu")), F.layer_norm(x1, (1,), w1, b1))
     const = torch.full((2, 300), 3.0, dtype=dtype)
     _close(torch.native_layer_norm(const.to("xxnpu"), [300], None, None, 1e-5)[2],
            torch.native_layer_norm(const, [300], None, None, 1e-5)[2])
