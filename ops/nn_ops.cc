@@ -1,6 +1,6 @@
-// Neural-network ops on xxnpu: softmax / log_softmax (+ backward), layer norm (+ backward),
-// dropout, nll_loss (+ backward), embedding backward. (The SDPA backend choice and the
-// fused attention kernels are in attention_ops.cc.)
+// Neural-network ops on xxnpu: softmax / log_softmax (+ backward), dropout, nll_loss
+// (+ backward), embedding backward. (The SDPA backend choice and the fused attention
+// kernels are in attention_ops.cc; layer_norm and rms_norm in norm_ops.cc.)
 //
 // The row ops view their input as [outer, dim, inner] (contiguous) and give each device
 // block a range of rows; statistics are kept in float32 or wider.
@@ -39,12 +39,13 @@ namespace xxnpu {
 namespace {
 
 // Launches `body(row_begin, row_end)` over `rows` rows of `row_elems` elements each, in
-// blocks of about 64K elements. `body` must return absl::Status.
+// blocks of about 16K elements: a 256 KB tensor already spreads over the compute threads.
+// `body` must return absl::Status.
 template <typename F>
 void LaunchRows(const char* name, c10::DeviceIndex device, int64_t rows, int64_t row_elems, uint64_t bytes,
                 uint64_t flops, F body) {
   if (rows == 0) return;
-  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, row_elems));
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, row_elems));
   LaunchConfig cfg;
   cfg.name = name;
   cfg.grid = Dim3{static_cast<uint32_t>((rows + per_block - 1) / per_block), 1, 1};
@@ -211,155 +212,6 @@ at::Tensor& SoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& output,
   }), XXNPU_NN_FLOAT_TYPES);
   grad_input.copy_(target.to(grad_input.scalar_type()));
   return grad_input;
-}
-
-// ---- layer norm over the last len(normalized_shape) dims: [M, N] rows.
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNorm(const at::Tensor& input,
-                                                                c10::SymIntArrayRef normalized_shape,
-                                                                const std::optional<at::Tensor>& weight_opt,
-                                                                const std::optional<at::Tensor>& bias_opt, double eps) {
-  const auto nshape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
-  const int64_t axis = input.dim() - static_cast<int64_t>(nshape.size());
-  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(nshape), "Given normalized_shape=", nshape,
-              ", expected input with shape [*", nshape, "], but got input of size", input.sizes());
-  const at::Tensor weight = weight_opt.value_or(at::Tensor());
-  const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  TORCH_CHECK(!weight.defined() || weight.sizes().equals(nshape), "Expected weight to be of same shape as "
-              "normalized_shape, but got weight of shape ", weight.sizes(), " and normalized_shape = ", nshape);
-  TORCH_CHECK(!bias.defined() || bias.sizes().equals(nshape), "Expected bias to be of same shape as "
-              "normalized_shape, but got bias of shape ", bias.sizes(), " and normalized_shape = ", nshape);
-  if (!at::isFloatingType(input.scalar_type())) {
-    return FallbackForSymInt<at::_ops::native_layer_norm>::call(input, normalized_shape, weight_opt, bias_opt, eps);
-  }
-  const c10::DeviceGuard guard(input.device());
-  const at::Tensor x = input.contiguous();
-  const at::Tensor w = weight.defined() ? weight.contiguous().to(input.scalar_type()) : weight;
-  const at::Tensor b = bias.defined() ? bias.contiguous().to(input.scalar_type()) : bias;
-  int64_t m = 1;
-  for (int64_t d = 0; d < axis; ++d) m *= input.size(d);
-  const int64_t n = m == 0 ? 0 : input.numel() / std::max<int64_t>(1, m);
-  at::Tensor y = at::empty(input.sizes(), x.options());
-  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
-  stat_shape.resize(input.dim(), 1);
-  at::Tensor mean = at::empty(stat_shape, x.options());
-  at::Tensor rstd = at::empty(stat_shape, x.options());
-  AT_DISPATCH_V2(x.scalar_type(), "xxnpu_layer_norm", AT_WRAP([&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* xp = ConstView<scalar_t>(x);
-    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
-    const scalar_t* bp = b.defined() ? ConstView<scalar_t>(b) : nullptr;
-    scalar_t* yp = View<scalar_t>(y);
-    scalar_t* mp = View<scalar_t>(mean);
-    scalar_t* rp = View<scalar_t>(rstd);
-    const acc_t e = static_cast<acc_t>(eps);
-    LaunchRows("xxnpu::layer_norm", x.device().index(), m, n, static_cast<uint64_t>(2 * x.nbytes()),
-               static_cast<uint64_t>(8 * x.numel()), [=](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const scalar_t* xr = xp + r * n;
-        acc_t sum = 0;
-        for (int64_t j = 0; j < n; ++j) sum += static_cast<acc_t>(xr[j]);
-        const acc_t mu = n > 0 ? sum / static_cast<acc_t>(n) : acc_t(0);
-        acc_t sq = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const acc_t d = static_cast<acc_t>(xr[j]) - mu;
-          sq += d * d;
-        }
-        const acc_t inv = 1 / std::sqrt((n > 0 ? sq / static_cast<acc_t>(n) : acc_t(0)) + e);
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t v = (static_cast<acc_t>(xr[j]) - mu) * inv;
-          if (wp != nullptr) v *= static_cast<acc_t>(wp[j]);
-          if (bp != nullptr) v += static_cast<acc_t>(bp[j]);
-          yp[r * n + j] = static_cast<scalar_t>(v);
-        }
-        mp[r] = static_cast<scalar_t>(mu);
-        rp[r] = static_cast<scalar_t>(inv);
-      }
-      return absl::OkStatus();
-    });
-  }), XXNPU_NN_FLOAT_TYPES);
-  return {y, mean, rstd};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNormBackward(
-    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
-    const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
-    std::array<bool, 3> mask) {
-  if (!at::isFloatingType(input.scalar_type())) {
-    return FallbackForSymInt<at::_ops::native_layer_norm_backward>::call(grad_out, input, normalized_shape, mean, rstd,
-                                                                   weight_opt, bias_opt, mask);
-  }
-  const c10::DeviceGuard guard(input.device());
-  const auto nshape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
-  const int64_t axis = input.dim() - static_cast<int64_t>(nshape.size());
-  int64_t m = 1;
-  for (int64_t d = 0; d < axis; ++d) m *= input.size(d);
-  const int64_t n = m == 0 ? 0 : input.numel() / std::max<int64_t>(1, m);
-  const at::ScalarType t = input.scalar_type();
-  const at::Tensor weight = weight_opt.value_or(at::Tensor());
-  const at::Tensor x = input.contiguous();
-  const at::Tensor g = grad_out.contiguous().to(t);
-  const at::Tensor mu = mean.contiguous().to(t);
-  const at::Tensor rs = rstd.contiguous().to(t);
-  const at::Tensor w = weight.defined() ? weight.contiguous().to(t) : weight;
-  at::Tensor dx = mask[0] ? at::empty(input.sizes(), x.options()) : at::Tensor();
-  at::Tensor dw = mask[1] && weight.defined() ? at::empty(nshape, x.options()) : at::Tensor();
-  const std::optional<at::Tensor>& bias = bias_opt;
-  at::Tensor db = mask[2] && bias.has_value() && bias->defined() ? at::empty(nshape, x.options()) : at::Tensor();
-  AT_DISPATCH_V2(t, "xxnpu_layer_norm_backward", AT_WRAP([&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* xp = ConstView<scalar_t>(x);
-    const scalar_t* gp = ConstView<scalar_t>(g);
-    const scalar_t* mp = ConstView<scalar_t>(mu);
-    const scalar_t* rp = ConstView<scalar_t>(rs);
-    const scalar_t* wp = w.defined() ? ConstView<scalar_t>(w) : nullptr;
-    const c10::DeviceIndex dev = x.device().index();
-    if (dx.defined()) {
-      scalar_t* dxp = View<scalar_t>(dx);
-      LaunchRows("xxnpu::layer_norm_backward", dev, m, n, static_cast<uint64_t>(3 * x.nbytes()),
-                 static_cast<uint64_t>(10 * x.numel()), [=](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          const acc_t mean_r = mp[r], rstd_r = rp[r];
-          acc_t sum_gw = 0, sum_gw_xhat = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            const acc_t gw = static_cast<acc_t>(gp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
-            const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - mean_r) * rstd_r;
-            sum_gw += gw;
-            sum_gw_xhat += gw * xhat;
-          }
-          const acc_t inv_n = n > 0 ? acc_t(1) / static_cast<acc_t>(n) : acc_t(0);
-          for (int64_t j = 0; j < n; ++j) {
-            const acc_t gw = static_cast<acc_t>(gp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
-            const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - mean_r) * rstd_r;
-            dxp[r * n + j] = static_cast<scalar_t>(rstd_r * (gw - inv_n * sum_gw - xhat * inv_n * sum_gw_xhat));
-          }
-        }
-        return absl::OkStatus();
-      });
-    }
-    if (dw.defined() || db.defined()) {
-      // Column sums over the rows: blocks own disjoint columns, so no two write one element.
-      scalar_t* dwp = dw.defined() ? View<scalar_t>(dw) : nullptr;
-      scalar_t* dbp = db.defined() ? View<scalar_t>(db) : nullptr;
-      LaunchRows("xxnpu::layer_norm_backward_params", dev, n, m, static_cast<uint64_t>(2 * x.nbytes()),
-                 static_cast<uint64_t>(3 * x.numel()), [=](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j) {
-          acc_t sw = 0, sb = 0;
-          for (int64_t r = 0; r < m; ++r) {
-            const acc_t gv = gp[r * n + j];
-            sw += gv * (static_cast<acc_t>(xp[r * n + j]) - static_cast<acc_t>(mp[r])) * static_cast<acc_t>(rp[r]);
-            sb += gv;
-          }
-          if (dwp) dwp[j] = static_cast<scalar_t>(sw);
-          if (dbp) dbp[j] = static_cast<scalar_t>(sb);
-        }
-        return absl::OkStatus();
-      });
-    }
-  }), XXNPU_NN_FLOAT_TYPES);
-  if (dw.defined() && weight.scalar_type() != t) dw = dw.to(weight.scalar_type());
-  if (db.defined() && bias->scalar_type() != t) db = db.to(bias->scalar_type());
-  return {dx, dw, db};
 }
 
 // ---- dropout: a keep mask from the device generator (uniform_), then a scaled multiply.
@@ -603,8 +455,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax.out", &SoftmaxOut<true>);
   m.impl("_softmax_backward_data.out", &SoftmaxBackwardOut<false>);
   m.impl("_log_softmax_backward_data.out", &SoftmaxBackwardOut<true>);
-  m.impl("native_layer_norm", &NativeLayerNorm);
-  m.impl("native_layer_norm_backward", &NativeLayerNormBackward);
   m.impl("native_dropout", &NativeDropout);
   m.impl("native_dropout_backward", &NativeDropoutBackward);
   m.impl("nll_loss_forward", &NllLossForward);

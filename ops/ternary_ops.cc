@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <type_traits>
 
@@ -156,6 +157,57 @@ at::Tensor& LerpTensorOut(const at::Tensor& self, const at::Tensor& end, const a
 }
 
 // ---- where / masked_fill (not structured: each form registered).
+
+// where's 2-D loop over (out, condition, x, y), all values of type T. Dense rows, with x or
+// y dense or broadcast (a scalar), are select loops the compiler vectorizes: both values are
+// loaded unconditionally (a load under the condition would be control flow) and selected as
+// raw bits (half and bfloat16 as uint16_t, which the vectorizer knows). The rest (strided
+// operands) reads element by element.
+template <typename T>
+void WhereLoop(char** d, const int64_t* s, int64_t n0, int64_t n1) {
+  using Bits = std::conditional_t<std::is_arithmetic_v<T>, T, uint16_t>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  constexpr int64_t kS = sizeof(T);
+  const bool dense = s[0] == kS && s[1] == 1 && (s[2] == kS || s[2] == 0) && (s[3] == kS || s[3] == 0);
+  for (int64_t j = 0; j < n1; ++j) {
+    char* out_p = d[0] + j * s[4];
+    const uint8_t* __restrict c = reinterpret_cast<const uint8_t*>(d[1] + j * s[5]);
+    const char* xp = d[2] + j * s[6];
+    const char* yp = d[3] + j * s[7];
+    if (dense) {
+      Bits* __restrict out = reinterpret_cast<Bits*>(out_p);
+      const Bits* __restrict x = reinterpret_cast<const Bits*>(xp);
+      const Bits* __restrict y = reinterpret_cast<const Bits*>(yp);
+      if (s[2] != 0 && s[3] != 0) {
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits a = x[i], b = y[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else if (s[2] == 0 && s[3] != 0) {
+        const Bits a = x[0];
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits b = y[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else if (s[2] != 0) {
+        const Bits b = y[0];
+        for (int64_t i = 0; i < n0; ++i) {
+          const Bits a = x[i];
+          out[i] = c[i] != 0 ? a : b;
+        }
+      } else {
+        const Bits a = x[0], b = y[0];
+        for (int64_t i = 0; i < n0; ++i) out[i] = c[i] != 0 ? a : b;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < n0; ++i) {
+      const char* src = c[i * s[1]] != 0 ? xp + i * s[2] : yp + i * s[3];
+      *reinterpret_cast<T*>(out_p + i * s[0]) = *reinterpret_cast<const T*>(src);
+    }
+  }
+}
+
 at::Tensor& WhereOut(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
@@ -176,11 +228,12 @@ at::Tensor& WhereOut(const at::Tensor& condition, const at::Tensor& self, const 
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
+  // Every value operand has out's dtype (converted above) and the condition is one byte
+  // (bool or uint8), so the loop reads each operand as its own type: no dynamic casts.
   AT_DISPATCH_V2(dtype, "xxnpu_where", AT_WRAP([&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    LaunchNary<scalar_t, 3>("xxnpu::where", iter, [](opmath_t cond, opmath_t x, opmath_t y) {
-      return cond != opmath_t(0) ? x : y;
-    }, 0);
+    LaunchTensorIterator("xxnpu::where", iter, [](char** d, const int64_t* s, int64_t n0, int64_t n1) {
+      WhereLoop<scalar_t>(d, s, n0, n1);
+    });
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
   return out;
 }

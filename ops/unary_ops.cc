@@ -329,6 +329,14 @@ at::Tensor& SiluBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Ten
   }, 6, VecBinaryOp::kSiluBackward);
 }
 
+// The functional form too: its CompositeImplicitAutograd decomposition (sigmoid, mul,
+// sub, add, fill: five kernels and as many temporaries) would otherwise win over the out=
+// kernel on xxnpu, as it does for any backend without its own silu_backward.
+at::Tensor SiluBackward(const at::Tensor& grad, const at::Tensor& x) {
+  at::Tensor grad_input = at::empty({0}, grad.options().dtype(at::result_type(grad, x)));
+  return SiluBackwardOut(grad, x, grad_input);
+}
+
 at::Tensor& GeluBackwardOut(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate,
                             at::Tensor& grad_input) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh, got ",
@@ -401,6 +409,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sigmoid_backward.grad_input", &SigmoidBackwardOut);
   m.impl("tanh_backward.grad_input", &TanhBackwardOut);
   m.impl("silu_backward.grad_input", &SiluBackwardOut);
+  m.impl("silu_backward", &SiluBackward);
   m.impl("gelu_backward.grad_input", &GeluBackwardOut);
 }
 

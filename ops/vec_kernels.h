@@ -100,6 +100,26 @@ struct VecKernels {
   void (*max_row)(VecDtype dtype, float* acc, const void* in, int64_t n);
   // Sum of squares of a dense row (the 2-norm's accumulation), blocked as `sum`.
   float (*sum_squares)(VecDtype dtype, const void* in, int64_t n);
+
+  // Normalisation rows and their backward. One dense row of `n` elements each; `w` and
+  // `b` are dense [n] rows of the same dtype, or null (no affine weight / bias). Statistics
+  // are float. Mean and variance come from two passes over the row (the second, centred,
+  // over a row already in cache), as accurate as the CPU's Welford. Sums over long rows are
+  // blocked with double totals, as `sum` is.
+  // y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance).
+  void (*layer_norm)(VecDtype dtype, void* y, const void* x, const void* w, const void* b, int64_t n, float eps,
+                     float* mean, float* rstd);
+  // y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+  void (*rms_norm)(VecDtype dtype, void* y, const void* x, const void* w, int64_t n, float eps, float* rstd);
+  // With xhat = (x - mean) * rstd and gw = dy * w: dx = rstd * (gw - mean(gw) - xhat *
+  // mean(gw * xhat)) when dx is not null; adds dy * xhat into dw[n] and dy into db[n] (float
+  // partial sums of the caller's rows) when they are not null.
+  void (*layer_norm_backward)(VecDtype dtype, void* dx, const void* dy, const void* x, const void* w, int64_t n,
+                              float mean, float rstd, float* dw, float* db);
+  // The same for rms_norm (xhat = x * rstd, no mean): dx = rstd * (gw - xhat * mean(gw *
+  // xhat)); dw += dy * xhat.
+  void (*rms_norm_backward)(VecDtype dtype, void* dx, const void* dy, const void* x, const void* w, int64_t n,
+                            float rstd, float* dw);
 };
 
 // The host's table (HostCpuCapability()).

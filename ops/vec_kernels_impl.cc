@@ -456,6 +456,202 @@ float SumSquaresEntry(VecDtype dtype, const void* in, int64_t n) {
   return dtype == VecDtype::kFloat ? SumSquares<float>(in, n) : SumSquares<BFloat16>(in, n);
 }
 
+// ---- Normalisation rows and their backward.
+
+// v[k] with the lanes past a row's end (a partial step of `c` elements) set to `fill`: a
+// partial load zero-fills them, which is wrong for terms like (x - mean)^2.
+template <typename T>
+void FillPastEnd(Vec* v, int64_t c, const Vec& fill) {
+  for (int k = 0; k < Io<T>::kParts; ++k) {
+    const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
+    if (valid != Vec::size()) v[k] = Vec::set(fill, v[k], valid);
+  }
+}
+
+// One step (`c` elements) of a float row as kParts vectors (a partial step zero-fills),
+// for the float partial sums of weight gradients next to a row of T.
+template <typename T>
+void LoadFloatStep(const float* p, int64_t c, Vec* v) {
+  for (int k = 0; k < Io<T>::kParts; ++k) {
+    const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
+    v[k] = valid == Vec::size() ? Vec::loadu(p + k * Vec::size())
+                                : (valid > 0 ? Vec::loadu(p + k * Vec::size(), valid) : Vec(0.0f));
+  }
+}
+template <typename T>
+void StoreFloatStep(float* p, int64_t c, const Vec* v) {
+  for (int k = 0; k < Io<T>::kParts; ++k) {
+    const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
+    if (valid == Vec::size()) {
+      v[k].store(p + k * Vec::size());
+    } else if (valid > 0) {
+      v[k].store(p + k * Vec::size(), static_cast<int>(valid));
+    }
+  }
+}
+
+// kSums row totals: step(i, c, acc) adds the terms of elements [i, i + c) into acc[s][k]
+// (float vectors); each kSumBlock-element block's totals are added in double, so a long row
+// keeps float's accuracy (as Sum).
+template <typename T, int kSums, typename Step>
+void RowSums(int64_t n, float* totals, Step step) {
+  constexpr int64_t kStep = Io<T>::kStep;
+  double sums[kSums] = {};
+  for (int64_t begin = 0; begin < n; begin += kSumBlock) {
+    const int64_t end = std::min(n, begin + kSumBlock);
+    Vec acc[kSums][Io<T>::kParts];
+    for (int64_t i = begin; i < end; i += kStep) step(i, std::min(kStep, end - i), acc);
+    for (int s = 0; s < kSums; ++s) {
+      Vec t = acc[s][0];
+      for (int k = 1; k < Io<T>::kParts; ++k) t = t + acc[s][k];
+      sums[s] += static_cast<double>(AddLanes(t));
+    }
+  }
+  for (int s = 0; s < kSums; ++s) totals[s] = static_cast<float>(sums[s]);
+}
+
+// The row's affine output y = (x - mean) * scale [* w] [+ b], in float, rounded on store.
+// (Centred first: x equal to the mean gives exactly 0, as on the CPU, however large rstd.)
+template <typename T>
+void AffineRow(T* y, const T* x, const T* w, const T* b, int64_t n, float mean, float scale) {
+  constexpr int64_t kStep = Io<T>::kStep;
+  constexpr int kP = Io<T>::kParts;
+  const Vec vm(mean), vs(scale);
+  for (int64_t i = 0; i < n; i += kStep) {
+    const int64_t c = std::min(kStep, n - i);
+    Vec v[kP], wv[kP], bv[kP];
+    Io<T>::Load(x + i, c, v);
+    for (int k = 0; k < kP; ++k) v[k] = (v[k] - vm) * vs;
+    if (w != nullptr) {
+      Io<T>::Load(w + i, c, wv);
+      for (int k = 0; k < kP; ++k) v[k] = v[k] * wv[k];
+    }
+    if (b != nullptr) {
+      Io<T>::Load(b + i, c, bv);
+      for (int k = 0; k < kP; ++k) v[k] = v[k] + bv[k];
+    }
+    Io<T>::Store(y + i, c, v);
+  }
+}
+
+template <typename T>
+void LayerNormRow(void* y_p, const void* x_p, const void* w_p, const void* b_p, int64_t n, float eps, float* mean_out,
+                  float* rstd_out) {
+  const T* x = static_cast<const T*>(x_p);
+  const float mean = n > 0 ? Sum<T>(x, n) / static_cast<float>(n) : 0.0f;
+  const Vec vm(mean);
+  float sq = 0;
+  RowSums<T, 1>(n, &sq, [&](int64_t i, int64_t c, Vec (*acc)[Io<T>::kParts]) {
+    Vec v[Io<T>::kParts];
+    Io<T>::Load(x + i, c, v);
+    if (c != Io<T>::kStep) FillPastEnd<T>(v, c, vm);
+    for (int k = 0; k < Io<T>::kParts; ++k) {
+      const Vec d = v[k] - vm;
+      acc[0][k] = at::vec::fmadd(d, d, acc[0][k]);
+    }
+  });
+  const float var = n > 0 ? sq / static_cast<float>(n) : 0.0f;
+  const float rstd = 1.0f / std::sqrt(std::max(var, 0.0f) + eps);
+  *mean_out = mean;
+  *rstd_out = rstd;
+  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), static_cast<const T*>(b_p), n, mean, rstd);
+}
+
+template <typename T>
+void RmsNormRow(void* y_p, const void* x_p, const void* w_p, int64_t n, float eps, float* rstd_out) {
+  const T* x = static_cast<const T*>(x_p);
+  float sq = 0;
+  RowSums<T, 1>(n, &sq, [&](int64_t i, int64_t c, Vec (*acc)[Io<T>::kParts]) {
+    Vec v[Io<T>::kParts];
+    Io<T>::Load(x + i, c, v);  // zero-filled past the end: adds nothing
+    for (int k = 0; k < Io<T>::kParts; ++k) acc[0][k] = at::vec::fmadd(v[k], v[k], acc[0][k]);
+  });
+  const float rstd = 1.0f / std::sqrt((n > 0 ? sq / static_cast<float>(n) : 0.0f) + eps);
+  *rstd_out = rstd;
+  // x * rstd, then * w: the composite's order of roundings.
+  AffineRow<T>(static_cast<T*>(y_p), x, static_cast<const T*>(w_p), nullptr, n, 0.0f, rstd);
+}
+
+// Both backward rows: xhat = (x - mean) * rstd (mean 0 for rms_norm), gw = dy * w.
+// Pass 1 sums gw and gw * xhat and adds the weight-gradient terms; pass 2 (row in cache)
+// writes dx = rstd * (gw - [mean(gw)] - xhat * mean(gw * xhat)).
+template <typename T, bool kCentred>
+void NormBackwardRow(void* dx_p, const void* dy_p, const void* x_p, const void* w_p, int64_t n, float mean,
+                     float rstd, float* dw, float* db) {
+  constexpr int kP = Io<T>::kParts;
+  const T* dy = static_cast<const T*>(dy_p);
+  const T* x = static_cast<const T*>(x_p);
+  const T* w = static_cast<const T*>(w_p);
+  const Vec vm(mean), vr(rstd);
+  // Past the row's end every loaded lane is 0: dy = 0 there, so every term vanishes.
+  auto load = [&](int64_t i, int64_t c, Vec* g, Vec* xh, Vec* gw) {
+    Vec xv[kP];
+    Io<T>::Load(dy + i, c, g);
+    Io<T>::Load(x + i, c, xv);
+    for (int k = 0; k < kP; ++k) xh[k] = kCentred ? (xv[k] - vm) * vr : xv[k] * vr;
+    if (w != nullptr) {
+      Vec wv[kP];
+      Io<T>::Load(w + i, c, wv);
+      for (int k = 0; k < kP; ++k) gw[k] = g[k] * wv[k];
+    } else {
+      for (int k = 0; k < kP; ++k) gw[k] = g[k];
+    }
+  };
+  float sums[2] = {0, 0};  // sum(gw), sum(gw * xhat)
+  RowSums<T, 2>(n, sums, [&](int64_t i, int64_t c, Vec (*acc)[kP]) {
+    Vec g[kP], xh[kP], gw[kP];
+    load(i, c, g, xh, gw);
+    for (int k = 0; k < kP; ++k) {
+      acc[0][k] = acc[0][k] + gw[k];
+      acc[1][k] = at::vec::fmadd(gw[k], xh[k], acc[1][k]);
+    }
+    if (dw != nullptr) {
+      Vec p[kP];
+      LoadFloatStep<T>(dw + i, c, p);
+      for (int k = 0; k < kP; ++k) p[k] = at::vec::fmadd(g[k], xh[k], p[k]);
+      StoreFloatStep<T>(dw + i, c, p);
+    }
+    if (db != nullptr) {
+      Vec p[kP];
+      LoadFloatStep<T>(db + i, c, p);
+      for (int k = 0; k < kP; ++k) p[k] = p[k] + g[k];
+      StoreFloatStep<T>(db + i, c, p);
+    }
+  });
+  if (dx_p == nullptr || n == 0) return;
+  T* dx = static_cast<T*>(dx_p);
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const Vec mean_gw(kCentred ? sums[0] * inv_n : 0.0f), mean_gwx(sums[1] * inv_n);
+  constexpr int64_t kStep = Io<T>::kStep;
+  for (int64_t i = 0; i < n; i += kStep) {
+    const int64_t c = std::min(kStep, n - i);
+    Vec g[kP], xh[kP], gw[kP];
+    load(i, c, g, xh, gw);
+    for (int k = 0; k < kP; ++k) g[k] = vr * (gw[k] - mean_gw - xh[k] * mean_gwx);
+    Io<T>::Store(dx + i, c, g);
+  }
+}
+
+void LayerNormEntry(VecDtype dtype, void* y, const void* x, const void* w, const void* b, int64_t n, float eps,
+                    float* mean, float* rstd) {
+  if (dtype == VecDtype::kFloat) return LayerNormRow<float>(y, x, w, b, n, eps, mean, rstd);
+  return LayerNormRow<BFloat16>(y, x, w, b, n, eps, mean, rstd);
+}
+void RmsNormEntry(VecDtype dtype, void* y, const void* x, const void* w, int64_t n, float eps, float* rstd) {
+  if (dtype == VecDtype::kFloat) return RmsNormRow<float>(y, x, w, n, eps, rstd);
+  return RmsNormRow<BFloat16>(y, x, w, n, eps, rstd);
+}
+void LayerNormBackwardEntry(VecDtype dtype, void* dx, const void* dy, const void* x, const void* w, int64_t n,
+                            float mean, float rstd, float* dw, float* db) {
+  if (dtype == VecDtype::kFloat) return NormBackwardRow<float, true>(dx, dy, x, w, n, mean, rstd, dw, db);
+  return NormBackwardRow<BFloat16, true>(dx, dy, x, w, n, mean, rstd, dw, db);
+}
+void RmsNormBackwardEntry(VecDtype dtype, void* dx, const void* dy, const void* x, const void* w, int64_t n,
+                          float rstd, float* dw) {
+  if (dtype == VecDtype::kFloat) return NormBackwardRow<float, false>(dx, dy, x, w, n, 0.0f, rstd, dw, nullptr);
+  return NormBackwardRow<BFloat16, false>(dx, dy, x, w, n, 0.0f, rstd, dw, nullptr);
+}
+
 #define XXNPU_STRINGIFY2(x) #x
 #define XXNPU_STRINGIFY(x) XXNPU_STRINGIFY2(x)
 
@@ -466,6 +662,8 @@ const VecKernels kVecKernels = {
     XXNPU_STRINGIFY(CPU_CAPABILITY), &UnaryEntry, &BinaryEntry, &SumEntry, &MaxEntry, &SoftmaxEntry,
     // Index ops and outer-dim reductions.
     &AccumulateRowEntry, &MaxRowEntry, &SumSquaresEntry,
+    // Normalisation rows and their backward.
+    &LayerNormEntry, &RmsNormEntry, &LayerNormBackwardEntry, &RmsNormBackwardEntry,
 };
 
 }  // namespace CPU_CAPABILITY

@@ -1,8 +1,8 @@
 """The SIMD fast paths of the native kernels (ops/vec_kernels.h: dense float32/bfloat16
 rows) and the general paths beside them, against the CPU backend: sizes that are no
 multiple of any vector width and cross the launch's 16384-element blocks, strided and
-broadcast operands, CPU scalars on either side, mixed dtypes, NaN, reductions and softmax
-rows; and ATEN_CPU_CAPABILITY=default (the portable build of the same loops) giving the
+broadcast operands, CPU scalars on either side, mixed dtypes, NaN, reductions, softmax,
+layer_norm and rms_norm rows (forward and backward), where; and ATEN_CPU_CAPABILITY=default (the portable build of the same loops) giving the
 same results as the host's own level."""
 import math
 
@@ -186,6 +186,200 @@ def test_softmax_rows(log, dtype):
     _close(fn(x.to("xxnpu"), -1, dtype=torch.float32), fn(x, -1, dtype=torch.float32))
 
 
+def _kernel_names(fn, tmp_path):
+    """The device kernels fn runs (names from the profiler's chrome trace)."""
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.xxnpu.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+        torch.xxnpu.synchronize()
+    path = str(tmp_path / "trace.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        trace = json.load(f)
+    return sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X")
+
+
+# Row lengths: a lone element, tails shorter than any vector, a typical hidden size, one
+# past a sum block (4096), and a row longer than a launch block (16384). (0 rows too.)
+NORM_SHAPES = [(3, 1), (5, 7), (4, 17), (0, 33), (64, 1024), (3, 4099), (2, 16384 + 7)]
+
+
+def _norm_inputs(shape, dtype, seed, affine):
+    x = _rand(shape, dtype, seed, -2, 4)  # a non-zero mean: centring matters
+    g = _rand(shape, dtype, seed + 1)
+    n = shape[-1]
+    w = _rand(n, dtype, seed + 2, 0.5, 1.5) if affine else None
+    w = None if affine == "bias_only" else w
+    b = _rand(n, dtype, seed + 3) if affine in ("bias", "bias_only") else None
+    return x, g, w, b
+
+
+def _run_norm(fn, x, g, w, b, device):
+    """fn's output and the gradients of x, w, b (those that exist) on `device`."""
+    leaves = [t.to(device).requires_grad_() if t is not None else None for t in (x, w, b)]
+    y = fn(*leaves)
+    grads = torch.autograd.grad(y, [t for t in leaves if t is not None], g.to(device))
+    return [y.detach()] + list(grads)
+
+
+def _norm_tol(dtype):
+    if dtype == torch.bfloat16:
+        return dict(rtol=1.6e-2, atol=1e-2)
+    if dtype == torch.float16:
+        return dict(rtol=1e-2, atol=1e-2)
+    return dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-9)
+
+
+def _check_norm(fn, x, g, w, b, what):
+    """fn's output and gradients on xxnpu against the CPU's. For bfloat16/float16 the
+    statistics handed to backward are rounded to the input's dtype (as the CPU's are), so a
+    weight gradient summed over many rows drifts from the exact value: there the gradients'
+    largest error against the exact result (float64 from the same inputs) must be no larger
+    than the CPU's, within the dtype's tolerance."""
+    got, want = _run_norm(fn, x, g, w, b, "xxnpu"), _run_norm(fn, x, g, w, b, "cpu")
+    assert len(got) == len(want)
+    tol = _norm_tol(x.dtype)
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        for k, (a, e) in enumerate(zip(got, want)):
+            torch.testing.assert_close(a.cpu(), e, msg=f"{what} output {k}", **tol)
+        return
+    exact = _run_norm(fn, *[t.double() if t is not None else None for t in (x, g, w, b)], "cpu")
+    for k, (a, c, e) in enumerate(zip(got, want, exact)):
+        assert a.dtype == c.dtype and a.shape == c.shape, (what, k)
+        if k == 0:  # the output: from exact statistics on both backends
+            torch.testing.assert_close(a.cpu(), c, msg=f"{what} output", **tol)
+            continue
+        err, cpu_err = (a.cpu().double() - e).abs(), (c.double() - e).abs()
+        if e.numel():
+            bound = float(cpu_err.max()) + tol["atol"] + tol["rtol"] * float(e.abs().max())
+            assert float(err.max()) <= bound, (what, k, float(err.max()), bound)
+
+
+NORM_DTYPES = DTYPES + [torch.float16, torch.float64]  # the last two: the scalar loops
+
+
+@pytest.mark.parametrize("dtype", NORM_DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [None, "weight", "bias", "bias_only"])
+def test_layer_norm_rows_and_backward(affine, dtype):
+    for shape in NORM_SHAPES:
+        x, g, w, b = _norm_inputs(shape, dtype, shape[-1], affine)
+        for eps in (1e-5, 0.5):
+            fn = lambda x, w=None, b=None: F.layer_norm(x, x.shape[-1:], w, b, eps)  # noqa: E731
+            _check_norm(fn, x, g, w, b, f"{shape} eps={eps}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_layer_norm_statistics_and_layouts(dtype):
+    x = _rand((6, 2, 37), dtype, 5, -3, 5)
+    w, b = _rand((2, 37), dtype, 6), _rand((2, 37), dtype, 7)
+    got = torch.native_layer_norm(x.to("xxnpu"), [2, 37], w.to("xxnpu"), b.to("xxnpu"), 1e-5)
+    want = torch.native_layer_norm(x, [2, 37], w, b, 1e-5)
+    for a, e in zip(got, want):  # y, mean, rstd (shape [6, 1, 1], the input's dtype)
+        _close(a, e)
+    # A transposed (non-contiguous) input and a constant row (variance 0: rstd = 1/sqrt(eps)).
+    xt = _rand((40, 9), dtype, 8).t()
+    _close(F.layer_norm(xt.to("xxnpu"), (40,)), F.layer_norm(xt, (40,)))
+    # One element per row: x - mean is exactly 0 and y exactly the bias.
+    x1, w1, b1 = _rand((5, 1), dtype, 9), _rand(1, dtype, 10), _rand(1, dtype, 11)
+    _close(F.layer_norm(x1.to("xxnpu"), (1,), w1.to("xxnpu"), b1.to("xxnpu")), F.layer_norm(x1, (1,), w1, b1))
+    const = torch.full((2, 300), 3.0, dtype=dtype)
+    _close(torch.native_layer_norm(const.to("xxnpu"), [300], None, None, 1e-5)[2],
+           torch.native_layer_norm(const, [300], None, None, 1e-5)[2])
+
+
+@pytest.mark.parametrize("dtype", NORM_DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [None, "weight"])
+def test_rms_norm_rows_and_backward(affine, dtype):
+    for shape in NORM_SHAPES:
+        x, g, w, _ = _norm_inputs(shape, dtype, shape[-1], affine)
+        for eps in (None, 1e-6, 0.5):
+            fn = lambda x, w=None, b=None: F.rms_norm(x, x.shape[-1:], w, eps)  # noqa: E731
+            _check_norm(fn, x, g, w, None, f"{shape} eps={eps}")
+
+
+def test_rms_norm_statistics_mixed_dtypes_and_layouts():
+    x = _rand((4, 3, 10), torch.bfloat16, 1)
+    y, rstd = torch.ops.aten._fused_rms_norm(x.to("xxnpu"), [3, 10], None, 1e-6)
+    want_y, want_rstd = torch.ops.aten._fused_rms_norm(x, [3, 10], None, 1e-6)
+    _close(y, want_y)
+    _close(rstd, want_rstd)  # float32 [4, 1, 1] for a bfloat16 input
+    # A float32 weight on a bfloat16 input: the composite's promotions, op by op.
+    w = _rand(10, torch.float32, 2)
+    g = _rand((4, 3, 10), torch.bfloat16, 3)
+    fn = lambda x, w, b=None: F.rms_norm(x, (10,), w)  # noqa: E731
+    _check_norm(fn, x, g, w, None, "float32 weight")
+    xt = _rand((50, 6), torch.float32, 4).t()
+    _close(F.rms_norm(xt.to("xxnpu"), (50,)), F.rms_norm(xt, (50,)))
+    with pytest.raises(ValueError, match=r"expected input with shape \[\*, 5\], but got input of size\[3, 4\]"):
+        torch.ops.aten._fused_rms_norm(torch.ones(3, 4, device="xxnpu"), [5], None, None)
+    with pytest.raises(RuntimeError, match="weight of shape"):
+        torch.ops.aten._fused_rms_norm(torch.ones(3, 4, device="xxnpu"), [4], torch.ones(3, device="xxnpu"), None)
+
+
+def test_norms_run_one_kernel_each_way(tmp_path):
+    x = torch.randn(64, 1024, device="xxnpu", requires_grad=True)
+    w = torch.ones(1024, device="xxnpu", requires_grad=True)
+    g = torch.randn(64, 1024, device="xxnpu")
+    assert _kernel_names(lambda: F.rms_norm(x, (1024,), w), tmp_path) == ["xxnpu::rms_norm"]
+    y = F.rms_norm(x, (1024,), w)
+    assert _kernel_names(lambda: torch.autograd.grad(y, (x, w), g, retain_graph=True), tmp_path) == [
+        "xxnpu::rms_norm_backward", "xxnpu::rms_norm_backward_weight"]
+    b = torch.zeros(1024, device="xxnpu", requires_grad=True)
+    y = F.layer_norm(x, (1024,), w, b)
+    assert _kernel_names(lambda: torch.autograd.grad(y, (x, w, b), g, retain_graph=True), tmp_path) == [
+        "xxnpu::layer_norm_backward", "xxnpu::layer_norm_backward_params"]
+    # silu's backward: its own kernel, not the composite's sigmoid/mul/sub/add.
+    y = F.silu(x)
+    assert _kernel_names(lambda: torch.autograd.grad(y, (x,), g, retain_graph=True), tmp_path) == [
+        "xxnpu::silu_backward"]
+
+
+WHERE_DTYPES = DTYPES + [torch.float16, torch.float64, torch.int32, torch.int64, torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", WHERE_DTYPES, ids=str)
+def test_where_dense_broadcast_and_strided(dtype):
+    for n in SIZES:
+        a = _rand(n, torch.float32, n).to(dtype)
+        b = _rand(n, torch.float32, n + 1).to(dtype)
+        c = _rand(n, torch.float32, n + 2) > 0
+        if dtype.is_floating_point and n > 1:
+            a[0], b[-1] = math.nan, math.nan  # NaN values are selected, never compared
+        ad, bd, cd = a.to("xxnpu"), b.to("xxnpu"), c.to("xxnpu")
+        _close(torch.where(cd, ad, bd), torch.where(c, a, b))
+        # A scalar on either side or both (broadcast, stride 0), and a 0-dim device tensor.
+        _close(torch.where(cd, ad, 0), torch.where(c, a, 0))
+        _close(torch.where(cd, 1, bd), torch.where(c, 1, b))
+        _close(torch.where(cd, ad[:1].reshape(()), bd), torch.where(c, a[:1].reshape(()), b))
+        _close(torch.where(cd, 1, 0), torch.where(c, 1, 0))
+    # Strided operands and a broadcast condition: the general loop.
+    a = _rand((33, 20), torch.float32, 1).to(dtype)
+    b = _rand((33, 20), torch.float32, 2).to(dtype)
+    c = _rand((33, 20), torch.float32, 3) > 0
+    ad, bd, cd = a.to("xxnpu"), b.to("xxnpu"), c.to("xxnpu")
+    _close(torch.where(cd.t(), ad.t(), bd.t()), torch.where(c.t(), a.t(), b.t()))
+    _close(torch.where(cd[:, ::2], ad[:, ::2], bd[:, 1::2]), torch.where(c[:, ::2], a[:, ::2], b[:, 1::2]))
+    _close(torch.where(cd[:1], ad, bd), torch.where(c[:1], a, b))
+    _close(torch.where(cd[:, :1], ad, bd), torch.where(c[:, :1], a, b))
+
+
+def test_where_mixed_dtypes_and_out():
+    a = _rand(100, torch.float32, 1)
+    b = _rand(100, torch.float64, 2)
+    c = a > 0
+    _close(torch.where(c.to("xxnpu"), a.to("xxnpu"), b.to("xxnpu")), torch.where(c, a, b))  # promoted to float64
+    ai = torch.arange(100, dtype=torch.int32)
+    _close(torch.where(c.to("xxnpu"), ai.to("xxnpu"), 0.5), torch.where(c, ai, 0.5))
+    out = torch.empty(100, device="xxnpu")
+    torch.where(c.to("xxnpu"), a.to("xxnpu"), torch.full((), 2.0, device="xxnpu"), out=out)
+    _close(out, torch.where(c, a, 2.0))
+
+
 # The ops run under both capabilities; each result is saved for comparison.
 _CAPABILITY_SCRIPT = """
 import torch, torch.nn.functional as F
@@ -201,6 +395,7 @@ for dtype in (torch.float32, torch.bfloat16):
         "add": x + y, "mul": x * y, "div": x / y, "lt": x < y, "scalar": x * 2.5,
         "sum": x.sum(-1), "mean": x.mean(-1), "amax": x.amax(-1),
         "softmax": x.softmax(-1), "log_softmax": x.log_softmax(-1),
+        "layer_norm": F.layer_norm(x, (1037,), y[0], y[1]), "rms_norm": F.rms_norm(x, (1037,), y[0]),
     }.items():
         results[f"{name}_{dtype}"] = v.cpu()
 torch.save(results, OUT)
