@@ -218,16 +218,18 @@ def test_graph_on_the_second_device_stays_there():
 
 
 def test_norms_and_softmax_with_dtype_match_cpu():
-    # softmax computing in float64 from float32 mixes vector widths in one kernel: it failed
-    # to compile while Inductor took xxnpu for a Triton device (_xxnpu_is_a_cpp_backend).
-    def f(x, w, b):
+    # softmax computing in float64 from float32 over a short last dim mixes vector widths in
+    # one kernel: it failed to compile ("no match for operator-" between VectorizedN<double,
+    # 2> and Vectorized<float>) while Inductor took xxnpu for a Triton device
+    # (_xxnpu_is_a_cpp_backend in compiler/inductor.py).
+    def f(x, w, b, y):
         n = x.shape[-1]
         return (F.layer_norm(x, (n,), w, b, 1e-5), F.rms_norm(x, (n,), w, 1e-6), torch.log_softmax(x, -1),
-                torch.softmax(x, -1, dtype=torch.float64))
+                torch.softmax(y, -1, dtype=torch.float64))
 
-    x, w, b = torch.randn(6, 37, 96) * 3, torch.randn(96), torch.randn(96)
-    got = torch.compile(f)(*[t.to("xxnpu") for t in (x, w, b)])
-    for g, want in zip(got, f(x, w, b)):
+    x, w, b, y = torch.randn(6, 37, 96) * 3, torch.randn(96), torch.randn(96), torch.randn(5, 10, 5)
+    got = torch.compile(f)(*[t.to("xxnpu") for t in (x, w, b, y)])
+    for g, want in zip(got, f(x, w, b, y)):
         _close(g, want)
 
 
