@@ -89,8 +89,12 @@ struct ActivityRecord {
     // order, from 0, as xxnpuGraphDebugDump numbers them).
     uint64_t graph_node_id;
   };
-  // kMemory: device totals after the event (for memory timelines).
-  uint64_t total_allocated = 0;
+  union {
+    // kMemory: device totals after the event (for memory timelines).
+    uint64_t total_allocated = 0;
+    // kKernel: LaunchConfig::fused_nodes (nullptr: none), a string that outlives the process.
+    const char* fused_nodes;
+  };
   uint64_t total_reserved = 0;
 };
 

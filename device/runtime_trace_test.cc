@@ -54,6 +54,7 @@ TEST_F(RuntimeTraceTest, KernelIsLinkedToItsLaunchAndToTheExternalOp) {
   cfg.block = Dim3{128, 1, 1};
   cfg.bytes = 1000;
   cfg.flops = 500;
+  cfg.fused_nodes = "add, mul, relu";
   ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return absl::OkStatus();
@@ -79,6 +80,7 @@ TEST_F(RuntimeTraceTest, KernelIsLinkedToItsLaunchAndToTheExternalOp) {
   EXPECT_EQ(k->block[0], 128u);
   EXPECT_EQ(k->bytes, 1000);
   EXPECT_EQ(k->flops, 500u);
+  EXPECT_STREQ(k->fused_nodes, "add, mul, relu");
   // The profiler's clock, in order: launch starts, then the kernel runs for >= 2 ms.
   EXPECT_GE(launch->start_ns, t0);
   EXPECT_LE(launch->start_ns, k->start_ns);

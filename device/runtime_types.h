@@ -99,6 +99,10 @@ struct LaunchConfig {
   // A kernel below this much work (bytes + flops) runs on one thread: spreading it costs
   // more than it saves.
   uint64_t parallel_threshold = 256 * 1024;
+  // What a generated kernel was made from, for the profiler (the trace's "fused nodes"):
+  // a compiled kernel's fused FX nodes, "add, mul, relu". nullptr for hand-written kernels.
+  // Must outlive the process, like `name`.
+  const char* fused_nodes = nullptr;
 };
 
 // Kernels passed by value. A kernel that is a trivially copyable function object (a

@@ -726,7 +726,14 @@ FusedAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor
     Launch("xxnpu::sdpa_flash_fwd", q.device().index(), items, bytes, flops,
            [g, fo](BlockRange r) { return ForItems(r.begin, r.end, [&](int64_t i) { ForwardItem<T>(g, fo, i); }); });
   });
-  return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(g.L), c10::SymInt(g.S), at::Tensor(), at::Tensor(),
+  // No dropout, so no Philox state; but the op's meta function (what torch.compile traces
+  // with) gives philox_seed and philox_offset as 0-dim int64 tensors, and Inductor's
+  // generated code asserts every output's size and stride against it: undefined tensors
+  // failed there ("expected Tensor()"). CUDA's flash attention returns the same two CPU
+  // scalars when it has no dropout.
+  at::Tensor philox_seed = at::zeros({}, at::kLong);
+  at::Tensor philox_offset = at::zeros({}, at::kLong);
+  return {out, lse, at::Tensor(), at::Tensor(), c10::SymInt(g.L), c10::SymInt(g.S), philox_seed, philox_offset,
           at::Tensor()};
 }
 

@@ -265,6 +265,8 @@ class RecordConverter {
       if (r.flops > 0 && dur > 0) {
         a.Add("achieved GFLOP/s", Round3(static_cast<double>(r.flops) / static_cast<double>(dur)));
       }
+      // A generated kernel names what it fused (torch.compile: the FX nodes).
+      if (r.fused_nodes != nullptr) a.AddQuoted("fused nodes", r.fused_nodes);
     } else {
       a.Add("bytes", r.bytes);
       AddBandwidth(a, "memory bandwidth (GB/s)", r.bytes, dur);

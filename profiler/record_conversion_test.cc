@@ -128,7 +128,18 @@ TEST_F(ConversionTest, KernelLaunchPairIsLinkedAndFlowConnected) {
   EXPECT_EQ(k.getMetadataValue("flops"), "1000");
   EXPECT_EQ(k.getMetadataValue("achieved GB/s"), "3");
   EXPECT_EQ(k.getMetadataValue("achieved GFLOP/s"), "1");
+  EXPECT_EQ(k.getMetadataValue("fused nodes"), "");  // a hand-written kernel names none
   EXPECT_EQ(k.traceSpan(), &buffer_.span);
+}
+
+TEST_F(ConversionTest, GeneratedKernelNamesItsFusedNodes) {
+  ActivityRecord kernel = Device(ActivityKind::kKernel, "cpp_fused_add_mul_relu_0", 2'000, 3'000, 5, 11);
+  kernel.fused_nodes = "add, mul, relu";
+  ConversionResult res = Convert({Runtime("xxnpuLaunchKernel", 1'000, 1'200, 5, 11), kernel});
+  ASSERT_EQ(res.activities, 2u);
+  EXPECT_EQ(At(1).getMetadataValue("fused nodes"), "add, mul, relu");
+  EXPECT_NE(At(1).metadataJson().find(R"("fused nodes": "add, mul, relu")"), std::string::npos)
+      << At(1).metadataJson();
 }
 
 TEST_F(ConversionTest, CopiesAndSetsGetTheirTypes) {

@@ -412,6 +412,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const 
     r.block[2] = config.block.z;
     r.bytes = static_cast<int64_t>(config.bytes);
     r.flops = config.flops;
+    r.fused_nodes = config.fused_nodes;
     ActivityRecordEmit(r);
   }
   if (st.ok()) return st;

@@ -27,12 +27,15 @@ namespace {
 
 // The ABI shared with the glue inductor.py appends to each kernel (_LAUNCH_GLUE); a change
 // to either side bumps the version.
-constexpr uint32_t kCompiledLaunchAbi = 2;
+constexpr uint32_t kCompiledLaunchAbi = 3;
 
 struct CompiledLaunch {
   uint32_t abi_version;
   uint32_t nargs;
   const char* name;  // interned by _compiled_kernel_name: lives as long as the process
+  // The FX nodes the kernel fused ("add, mul, relu"; the trace's "fused nodes"), interned
+  // the same way; nullptr when Inductor named none.
+  const char* fused_nodes;
   uint64_t bytes;
   const char* (*entry)(const uint64_t* args);  // nullptr on success, else the kernel's message
   const uint64_t* args;
@@ -55,7 +58,9 @@ inline uint64_t DeviceWord(uint64_t word, uint8_t kind, const uint64_t* self) {
   }
 }
 
-// Kernel names outlive every launch (the profiler keeps LaunchConfig::name).
+// Kernel names (and fused-node lists) outlive every launch: the profiler keeps
+// LaunchConfig::name and ::fused_nodes. Interned once per kernel definition, so a launch
+// allocates nothing for them.
 const char* InternKernelName(const std::string& name) {
   static std::mutex mu;
   static auto* names = new absl::node_hash_set<std::string>();
@@ -140,6 +145,7 @@ const char* XxnpuLaunchCompiledKernel(const CompiledLaunch* launch) {
   LaunchConfig config;
   config.name = launch->name;
   config.bytes = launch->bytes;
+  config.fused_nodes = launch->fused_nodes;
   // One block: the generated loops are single-threaded (inductor.py says why).
   config.grid = Dim3{1, 1, 1};
   const xxnpuStream_t stream = CurrentXxnpuStreamHandle(static_cast<c10::DeviceIndex>(device));
@@ -171,11 +177,11 @@ void InitCompilerBindings(pybind11::module_& m) {
   m.def(
       "_compiled_kernel_launcher",
       [] { return reinterpret_cast<uintptr_t>(&XxnpuLaunchCompiledKernel); },
-      "Address of the launcher Inductor's generated xxnpu kernels call (launch ABI version 2).");
+      "Address of the launcher Inductor's generated xxnpu kernels call (launch ABI version 3).");
   m.def(
       "_compiled_kernel_name",
       [](const std::string& name) { return reinterpret_cast<uintptr_t>(InternKernelName(name)); },
-      "Interns a compiled kernel's name for the launcher; returns its address.");
+      "Interns a compiled kernel's name (or its fused-node list) for the launcher; returns its address.");
 }
 
 }  // namespace xxnpu

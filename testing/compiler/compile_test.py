@@ -8,7 +8,9 @@ test (set before Inductor is imported), so a run neither reads nor pollutes the 
 The target runs with XXNPU_STRICT_MEMORY=1 (BUILD): a generated kernel that touched device
 memory from the host thread would fault, not pass.
 """
+import copy
 import json
+import math
 import os
 import re
 import tempfile
@@ -17,7 +19,9 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="xxnpu_compile_t
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 import torch_xxnpu  # noqa: E402,F401
+from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import torch._dynamo  # noqa: E402
@@ -83,9 +87,9 @@ def test_elementwise_chain_is_one_device_kernel_named_after_inductor():
     assert out.device == torch.device("xxnpu", 0)
 
 
-def test_kernel_trace_args_carry_bytes(tmp_path):
+def test_kernel_trace_args_carry_bytes_and_fused_nodes(tmp_path):
     def f(x):
-        return x * 3 + 1
+        return (x * 3 + 1).relu()
 
     x = torch.randn(4096, device="xxnpu")
     cf = torch.compile(f)
@@ -99,6 +103,17 @@ def test_kernel_trace_args_carry_bytes(tmp_path):
     # Inductor's count: one float32 read and one write of 4096 elements.
     assert kernels[0]["args"]["bytes"] == 2 * 4096 * 4
     assert kernels[0]["args"]["stream"] == torch.xxnpu.current_stream().stream_id
+    # The nodes of the traced FX graph the kernel fused, in graph order (Inductor's
+    # "Source Nodes" comment above the generated kernel).
+    assert kernels[0]["args"]["fused nodes"] == "mul, add, relu"
+    # The analyzer groups device time by compiled graph, under its Dynamo region.
+    from torch_xxnpu.profiler import analyze
+
+    graphs = analyze.summarize(analyze.load_trace(str(tmp_path / "trace.json")))["compiled_graphs"]
+    assert len(graphs) == 1, graphs
+    assert re.fullmatch(r"Torch-Compiled Region: \d+/\d+", graphs[0]["region"]), graphs[0]
+    assert graphs[0]["calls"] == 1 and graphs[0]["device_total_us"] > 0
+    assert [(k["name"], k["fused_nodes"]) for k in graphs[0]["kernels"]] == [(kernels[0]["name"], "mul, add, relu")]
 
 
 def test_reduction_and_softmax_match_cpu():
@@ -202,6 +217,109 @@ def test_graph_on_the_second_device_stays_there():
     _close(out, x.cpu().exp() * 2)
 
 
+def test_norms_and_softmax_with_dtype_match_cpu():
+    # softmax computing in float64 from float32 over a short last dim mixes vector widths in
+    # one kernel: it failed to compile ("no match for operator-" between VectorizedN<double,
+    # 2> and Vectorized<float>) while Inductor took xxnpu for a Triton device
+    # (_xxnpu_is_a_cpp_backend in compiler/inductor.py).
+    def f(x, w, b, y):
+        n = x.shape[-1]
+        return (F.layer_norm(x, (n,), w, b, 1e-5), F.rms_norm(x, (n,), w, 1e-6), torch.log_softmax(x, -1),
+                torch.softmax(y, -1, dtype=torch.float64))
+
+    x, w, b, y = torch.randn(6, 37, 96) * 3, torch.randn(96), torch.randn(96), torch.randn(5, 10, 5)
+    got = torch.compile(f)(*[t.to("xxnpu") for t in (x, w, b, y)])
+    for g, want in zip(got, f(x, w, b, y)):
+        _close(g, want)
+
+
+def test_sdpa_matches_cpu():
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(2) * 2
+
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    got = torch.compile(f)(*[t.to("xxnpu") for t in (q, k, v)])
+    _close(got, f(q, k, v))
+
+
+class _LlamaBlock(nn.Module):
+    """A Llama decoder block in plain torch (small dims): RMSNorm, grouped-query causal
+    attention with rotary embeddings (NeoX halves), SwiGLU MLP, residuals; the model of
+    examples/llama_decode.py without its inference-only custom ops."""
+
+    def __init__(self, dim=32, heads=4, kv_heads=2, ffn=64, seq=8):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.attn_norm, self.mlp_norm = nn.RMSNorm(dim, eps=1e-5), nn.RMSNorm(dim, eps=1e-5)
+        self.qkv = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.o = nn.Linear(heads * self.head_dim, dim, bias=False)
+        self.gate_up = nn.Linear(dim, 2 * ffn, bias=False)
+        self.down = nn.Linear(ffn, dim, bias=False)
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.arange(seq).float()[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", angles.cos().repeat(1, 2), persistent=False)
+        self.register_buffer("sin", angles.sin().repeat(1, 2), persistent=False)
+
+    def _rope(self, t):
+        a, b = t.chunk(2, dim=-1)
+        return t * self.cos + torch.cat([-b, a], dim=-1) * self.sin
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        hd = self.head_dim
+        q, k, v = self.qkv(self.attn_norm(x)).split([self.heads * hd, self.kv_heads * hd, self.kv_heads * hd], -1)
+        q = self._rope(q.view(B, T, self.heads, hd).transpose(1, 2))
+        k = self._rope(k.view(B, T, self.kv_heads, hd).transpose(1, 2))
+        v = v.view(B, T, self.kv_heads, hd).transpose(1, 2)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / math.sqrt(hd))
+        h = x + self.o(attn.transpose(1, 2).reshape(B, T, -1))
+        gate, up = self.gate_up(self.mlp_norm(h)).chunk(2, dim=-1)
+        return h + self.down(F.silu(gate) * up)
+
+
+def test_llama_block_forward_and_backward_match_cpu():
+    torch.manual_seed(0)
+    cpu = _LlamaBlock()
+    dev = copy.deepcopy(cpu).to("xxnpu")
+    x = torch.randn(2, 8, 32)
+    xd = x.to("xxnpu").requires_grad_()
+    x.requires_grad_()
+    out = torch.compile(dev)(xd)
+    out.square().mean().backward()
+    want = cpu(x)
+    want.square().mean().backward()
+    _close(out, want.detach())
+    _close(xd.grad, x.grad)
+    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+        _close(q.grad, p.grad, msg=name)
+
+
+def test_compiled_adamw_step_matches_cpu_eager():
+    # torch.compile(opt.step): the update of every parameter compiled into xxnpu kernels
+    # (foreach AdamW, the default for xxnpu), two steps against the CPU's eager AdamW.
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+    dev = copy.deepcopy(cpu).to("xxnpu")
+    opt_cpu = torch.optim.AdamW(cpu.parameters(), lr=0.01, weight_decay=0.1)
+    opt_dev = torch.optim.AdamW(dev.parameters(), lr=0.01, weight_decay=0.1)
+    before = [p.detach().clone() for p in cpu.parameters()]
+    step = torch.compile(opt_dev.step)
+    for _ in range(2):
+        x = torch.randn(12, 16)
+        for model, inp in ((cpu, x), (dev, x.to("xxnpu"))):
+            model.zero_grad()
+            model(inp).square().mean().backward()
+        opt_cpu.step()
+        step()
+    torch.xxnpu.synchronize()
+    for (name, p), q, p0 in zip(cpu.named_parameters(), dev.parameters(), before):
+        assert (p.detach() - p0).abs().max() > 1e-3, name  # the steps did move it
+        _close(q, p.detach(), msg=name)
+
+
 _SECOND_PROCESS = """
 import torch, torch_xxnpu
 from torch._dynamo.utils import counters
@@ -242,6 +360,71 @@ def test_fx_graph_cache_hit_in_a_second_process_launches_the_cached_kernel(tmp_p
     assert match, done.stdout
     assert int(match.group(1)) == 1
     assert GENERATED.match(match.group(2).strip("'")), match.group(2)
+
+
+# ---------------------------------------------------------------- random ops
+
+
+def _dropout(x):
+    return F.dropout(x, 0.5, training=True) * 2
+
+
+def test_dropout_compiles_and_draws_from_the_xxnpu_generator():
+    # By default Inductor generates the random numbers inside the fused kernel (its own
+    # Philox), from seeds it draws with one randint on the xxnpu generator: the same xxnpu
+    # seed gives the same mask whatever the CPU generator's state; the next call, a new one.
+    torch._dynamo.reset()
+    x = torch.randn(4096, device="xxnpu")
+    cf = torch.compile(_dropout)
+    torch.xxnpu.manual_seed(1)
+    torch.random.default_generator.manual_seed(5)
+    first = cf(x).cpu()
+    torch.xxnpu.manual_seed(1)
+    torch.random.default_generator.manual_seed(6)
+    seeded = torch.xxnpu.get_rng_state()
+    with profile(activities=ACTIVITIES) as prof:
+        again = cf(x).cpu()
+    assert not torch.equal(torch.xxnpu.get_rng_state(), seeded)  # drawn from the xxnpu generator
+    assert torch.equal(first, again)
+    assert not torch.equal(again, cf(x).cpu())
+    kept = first != 0
+    assert 0.4 < kept.float().mean().item() < 0.6
+    _close(first[kept], x.cpu()[kept] * 4)  # kept values scaled by 1 / (1 - p), then * 2
+    # The mask is made inside the generated kernel, not by an eager bernoulli.
+    names = [k.name for k in _device_kernels(prof)]
+    assert any(GENERATED.match(n) and "dropout" in n for n in names), names
+    assert not any("bernoulli" in n for n in names), names
+
+    # With fallback_random, random ops stay ATen calls on xxnpu: compiled == eager for a seed.
+    torch._dynamo.reset()
+    with inductor_config.patch(fallback_random=True):
+        cf = torch.compile(_dropout)
+        torch.manual_seed(3)
+        got = cf(x).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(got, _dropout(x).cpu())
+
+
+def test_fx_graph_cache_key_covers_the_xxnpu_codegen(monkeypatch):
+    # Inductor keys its FX graph cache on torch's sources, not on this backend's: an entry
+    # written by another torch_xxnpu (other codegen rules, another launch ABI) must miss.
+    from torch._dynamo.utils import counters
+    from torch._inductor.codegen.common import custom_backend_passes
+
+    def f(x):
+        return x.tan() * 2 - 1
+
+    x = torch.randn(64, device="xxnpu")
+    counters.clear()
+    for _ in range(2):
+        torch._dynamo.reset()
+        torch.compile(f)(x)
+    assert counters["inductor"]["fxgraph_cache_hit"] == 1  # same torch_xxnpu: a hit
+    monkeypatch.setattr(type(custom_backend_passes["xxnpu"]), "uuid", lambda self: b"another torch_xxnpu")
+    torch._dynamo.reset()
+    _close(torch.compile(f)(x), x.cpu().tan() * 2 - 1)
+    assert counters["inductor"]["fxgraph_cache_hit"] == 1
+    assert counters["inductor"]["fxgraph_cache_miss"] == 2
 
 
 # ---------------------------------------------------------------- Dynamo: streams, events
@@ -314,3 +497,27 @@ def test_cpp_wrapper_is_refused_with_a_clear_error():
     with inductor_config.patch({"cpp_wrapper": True}):
         with pytest.raises(Exception, match=r"cpp_wrapper=True \(and AOTInductor\) is not supported yet"):
             torch.compile(lambda x: x.sin() + 2)(x)
+
+
+# ---------------------------------------------------------------- opcheck --compile
+
+
+def test_opcheck_compile_reports_the_compiled_op_per_dtype(tmp_path):
+    # The OpInfo sweep with the xxnpu side through torch.compile. softmax.with_dtype
+    # (float32 in, float64 math) did not compile for xxnpu before _xxnpu_is_a_cpp_backend.
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_xxnpu.testing.opcheck", "--compile", "--ops", "softmax.with_dtype,sin",
+         "--dtypes", "float32", "--max-samples", "2", "-j", "1", "--no-progress", "--json", str(out)],
+        capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "opcheck --compile: 2 ops, 2 (op, dtype) pairs" in done.stdout
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["compile"] is True
+    rows = {r["op"]: r for r in doc["rows"]}
+    for op in ("softmax.with_dtype", "sin"):
+        assert rows[op]["status"] == "pass" and 1 <= rows[op]["samples"] <= 2, rows[op]  # --max-samples 2
+        assert rows[op]["reason"] == "", rows[op]  # every sample ran as a compiled graph

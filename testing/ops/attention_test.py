@@ -276,9 +276,11 @@ def test_the_op_called_directly_checks_its_arguments():
     op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
     g = torch.Generator().manual_seed(6)
     q, k = _x(_rand(g, 1, 4, 3, 8)), _x(_rand(g, 1, 2, 5, 8))
-    out, lse, _, _, max_q, max_k, *_ = op(q, k, k)  # GQA inferred from the head counts
+    out, lse, _, _, max_q, max_k, seed, offset, _ = op(q, k, k)  # GQA inferred from the head counts
     assert out.shape == (1, 4, 3, 8) and lse.shape == (1, 4, 3) and lse.dtype == torch.float32
     assert (max_q, max_k) == (3, 5)
+    # Philox seed and offset as the op's meta function has them (torch.compile checks them).
+    assert seed.shape == offset.shape == () and seed.dtype == offset.dtype == torch.int64
     ref_lse = torch.logsumexp(q.cpu() @ k.cpu().repeat_interleave(2, 1).transpose(-1, -2) * 8 ** -0.5, -1)
     torch.testing.assert_close(lse.cpu(), ref_lse)
     with pytest.raises(RuntimeError, match="no dropout.*got dropout_p = 0.5"):

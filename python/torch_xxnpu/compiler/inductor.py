@@ -33,12 +33,13 @@ from torch._inductor.virtualized import V
 DEVICE = "xxnpu"
 
 # Arguments the wrapper binds before the kernel's own: the launcher's address, the interned
-# kernel name, the bytes the kernel reads and writes.
-_LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "int64_t"]
+# kernel name, the interned list of the FX nodes it fused (0: none), the bytes the kernel
+# reads and writes.
+_LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "uintptr_t", "int64_t"]
 
 # C++ appended to every xxnpu kernel's source (through the binding template's
 # extra_parse_arg hook, hence the doubled braces). The layout of XxnpuCompiledLaunch is the
-# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version 2).
+# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version 3).
 _LAUNCH_GLUE = textwrap.dedent(
     """
     #include <cstdint>
@@ -52,6 +53,7 @@ _LAUNCH_GLUE = textwrap.dedent(
         uint32_t abi_version;
         uint32_t nargs;
         const char* name;
+        const char* fused_nodes;
         uint64_t bytes;
         const char* (*entry)(const uint64_t* args);
         const uint64_t* args;
@@ -108,11 +110,13 @@ _LAUNCH_GLUE = textwrap.dedent(
     }}
 
     template <typename... A>
-    static PyObject* xxnpu_launch(uintptr_t launcher, uintptr_t name, int64_t bytes, A... a) {{
+    static PyObject* xxnpu_launch(uintptr_t launcher, uintptr_t name, uintptr_t fused_nodes, int64_t bytes,
+                                  A... a) {{
         const uint64_t args[] = {{xxnpu_pack(a)..., 0}};
         const uint8_t pointee_size[] = {{xxnpu_pointee_size<A>()..., 0}};
-        const XxnpuCompiledLaunch launch{{2, static_cast<uint32_t>(sizeof...(A)),
-            reinterpret_cast<const char*>(name), static_cast<uint64_t>(bytes),
+        const XxnpuCompiledLaunch launch{{3, static_cast<uint32_t>(sizeof...(A)),
+            reinterpret_cast<const char*>(name), reinterpret_cast<const char*>(fused_nodes),
+            static_cast<uint64_t>(bytes),
             &xxnpu_entry<A...>, args, pointee_size}};
         using Launcher = const char* (*)(const XxnpuCompiledLaunch*);
         if (const char* error = reinterpret_cast<Launcher>(launcher)(&launch)) {{
@@ -143,23 +147,28 @@ def _launcher_address() -> int:
     return _C._compiled_kernel_launcher()
 
 
-def _bind(kernel, name: str, nbytes: int):
+def _bind(kernel, name: str, nbytes: int, fused_nodes: str):
     from torch_xxnpu import _C
 
-    return functools.partial(kernel, _launcher_address(), _C._compiled_kernel_name(name), int(nbytes))
+    # Interned once here, per kernel definition: a launch passes two addresses.
+    nodes = _C._compiled_kernel_name(fused_nodes) if fused_nodes else 0
+    return functools.partial(kernel, _launcher_address(), _C._compiled_kernel_name(name), nodes, int(nbytes))
 
 
-def device_kernel(name: str, nbytes: int, argtypes: Sequence[str], source: str):
+def device_kernel(name: str, nbytes: int, argtypes: Sequence[str], source: str, fused_nodes: str = ""):
     """What the generated wrapper calls to define an xxnpu kernel: compiles (or finds) the
     kernel and returns a callable ``kernel(*args)`` that launches it. Compiled in a worker
-    pool when Inductor has one, like the CPU's kernels."""
+    pool when Inductor has one, like the CPU's kernels. ``fused_nodes`` ("add, mul, relu")
+    goes to the kernel's trace args; it is optional so that a wrapper from an older cache
+    entry still loads."""
     from torch._inductor.async_compile import AsyncCompile, get_compile_threads
     from torch._inductor.codecache import LambdaFuture
 
     argtypes = _LAUNCH_ARGTYPES + list(argtypes)
     if get_compile_threads() <= 1:
         with _naming_kernel_on_compile_error(name):
-            return _bind(XxnpuKernelCodeCache.load_pybinding(argtypes, source, device_type="cpu"), name, nbytes)
+            kernel = XxnpuKernelCodeCache.load_pybinding(argtypes, source, device_type="cpu")
+            return _bind(kernel, name, nbytes, fused_nodes)
     with _naming_kernel_on_compile_error(name):
         get_result = XxnpuKernelCodeCache.load_pybinding_async(
             argtypes, source, device_type="cpu", submit_fn=AsyncCompile().submit
@@ -167,7 +176,7 @@ def device_kernel(name: str, nbytes: int, argtypes: Sequence[str], source: str):
 
     def result():
         with _naming_kernel_on_compile_error(name):
-            return _bind(get_result(), name, nbytes)
+            return _bind(get_result(), name, nbytes, fused_nodes)
 
     return LambdaFuture(result)
 
@@ -219,6 +228,34 @@ def _kernel_bytes(nodes) -> int:
     return total
 
 
+def _fused_node_names(nodes) -> str:
+    """The FX nodes a kernel fused, as the "Source Nodes" comment Inductor writes above
+    each generated kernel names them: for each op the kernel computes, the node of the
+    graph Dynamo traced that it came from (the op's own node when it has no such source,
+    as backward ops do), without repeats, in graph order."""
+    from torch._inductor.utils import aggregate_origins
+
+    ops = [n for n in aggregate_origins(list(nodes)) if n.op == "call_function"]
+    graphs = {n.graph for n in ops}
+    if len(graphs) == 1:
+        order = _node_order(next(iter(graphs)))
+        ops.sort(key=lambda n: order.get(n, len(order)))
+    names = {}
+    for n in ops:
+        source = n.meta.get("from_node")
+        names.setdefault(source[0].name if source else n.name, None)
+    return ", ".join(names)
+
+
+def _node_order(graph) -> dict:
+    # Once per graph, not per kernel: a graph of N nodes generates up to N kernels.
+    order = getattr(graph, "_xxnpu_node_order", None)
+    if order is None or len(order) != len(graph.nodes):
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        graph._xxnpu_node_order = order
+    return order
+
+
 def _single_threaded():
     return config.patch({"cpp.threads": 1, "cpp.dynamic_threads": False})
 
@@ -245,10 +282,12 @@ class XxnpuScheduling(CppScheduling):
         src_code = f"{src_code}\n// xxnpu device kernel\n"
         wrapper = V.graph.wrapper_code
         wrapper._xxnpu_pending_bytes = _kernel_bytes(nodes)
+        wrapper._xxnpu_pending_fused_nodes = _fused_node_names(nodes)
         try:
             return super().define_kernel(src_code, nodes, kernel_args)
         finally:
             wrapper._xxnpu_pending_bytes = None
+            wrapper._xxnpu_pending_fused_nodes = None
 
 
 class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
@@ -274,8 +313,11 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
         # graph keeps Inductor's direct call).
         nbytes = getattr(self, "_xxnpu_pending_bytes", None)
         if nbytes is not None and not gpu and kernel_body.startswith(self._CPU_BINDING):
+            body = kernel_body[len(self._CPU_BINDING):].rstrip()
+            assert body.endswith(")"), "Inductor's cpp_pybinding(...) call changed shape"
+            fused_nodes = getattr(self, "_xxnpu_pending_fused_nodes", None) or ""
             kernel_body = (
-                f"xxnpu_device_kernel({kernel_name!r}, {nbytes}, " + kernel_body[len(self._CPU_BINDING):]
+                f"xxnpu_device_kernel({kernel_name!r}, {nbytes}, {body[:-1]}, fused_nodes={fused_nodes!r})"
             )
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
@@ -392,9 +434,61 @@ def _flush_before_deviceless_extern_nodes() -> None:
     cls.codegen_extern_call = codegen_extern_call
 
 
+def _xxnpu_is_a_cpp_backend(common) -> None:
+    """Inductor's ``utils.get_current_backend()`` names the code generator of the current
+    device: "cpp" for the CPU, and for every other device type the CUDA one ("triton").
+    Code that asks it then treated an xxnpu kernel as Triton's: the C++ kernels' CSE
+    variables got no dtype (CSEProxy fills one in only for "cpp"), so every random op
+    asserted (``CppVecKernel.arange`` on the seed's index: dropout could not compile) and
+    mixed-width vector code did not compile (``softmax(x, dtype=torch.float64)`` on float32);
+    dtype propagation also applied Triton's fp16/bf16 -> fp32 rule (``upcast_compute_type``).
+    xxnpu kernels are the C++ codegen's, so the answer for xxnpu is "cpp". ``common`` and
+    ``utils`` bind the name at import: both are replaced. Upstream: ask the device's
+    registered backend."""
+    from torch._inductor import utils
+
+    if getattr(utils.get_current_backend, "_xxnpu", False):
+        return
+    original = utils.get_current_backend
+
+    def get_current_backend(device_type=None) -> str:
+        if not device_type:
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == DEVICE else original(device_type)
+
+    get_current_backend._xxnpu = True
+    utils.get_current_backend = get_current_backend
+    common.get_current_backend = get_current_backend
+
+
+def _codegen_version_pass():
+    """A device pass (``register_backend_for_device(device_custom_pass=...)``) that changes
+    nothing in the graph: it is there for its ``uuid()``, which Inductor's FX graph cache
+    puts in every key. That key covers torch's sources and Inductor's config, not this
+    backend's; without it a cache entry written by an older torch_xxnpu (a wrapper, kernels
+    generated by older codegen rules) would be reused after they changed."""
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+
+    class XxnpuCodegenVersion(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            pass
+
+        @functools.lru_cache(None)
+        def uuid(self) -> bytes:
+            import torch_xxnpu
+
+            return get_hash_for_files((__file__,), extra=f"torch_xxnpu {torch_xxnpu.__version__}")
+
+    return XxnpuCodegenVersion()
+
+
 def register(common) -> None:
     """Registers the backend with torch._inductor.codegen.common (given as ``common``)."""
+    _xxnpu_is_a_cpp_backend(common)
     _treat_xxnpu_nodes_as_cpp_codegen()
     _flush_before_deviceless_extern_nodes()
-    common.register_backend_for_device(DEVICE, XxnpuScheduling, XxnpuPythonWrapperCodegen, XxnpuCppWrapperUnsupported)
+    common.register_backend_for_device(
+        DEVICE, XxnpuScheduling, XxnpuPythonWrapperCodegen, XxnpuCppWrapperUnsupported,
+        device_custom_pass=_codegen_version_pass(),
+    )
     common.register_device_op_overrides(DEVICE, XxnpuDeviceOpOverrides())

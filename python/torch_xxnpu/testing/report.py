@@ -76,7 +76,8 @@ def summary(doc) -> str:
     ops = {r["op"] for r in rows}
     native_ops = {r["op"] for r in rows if r.get("execution") == "native"}
     lines = [
-        f"opcheck: {len(ops)} ops, {len(rows)} (op, dtype) pairs in {meta['seconds']}s: "
+        f"opcheck{' --compile' if meta.get('compile') else ''}: {len(ops)} ops, {len(rows)} (op, dtype) pairs "
+        f"in {meta['seconds']}s: "
         + ", ".join(f"{s} {c[s]}" for s in STATUSES if c[s]),
         f"  execution: native {ex['native']}, CPU fallback {ex['fallback']} (ops with a native run: {len(native_ops)})",
     ]

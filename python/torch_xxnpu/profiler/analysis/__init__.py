@@ -4,9 +4,9 @@ the public functions).
 
 Modules, in the order the data flows: ``loading`` (read the file), ``checks``
 (``--check``), ``capture`` (sort the events out, link them: ``links``), one module per
-summary section (``kernels``, ``ops``, ``utilization`` with the idle split and longest
-gaps, ``latency``, ``memory``, ``collectives``, ``graphs`` (graph launches), ``timeline``
-for the HTML report),
+summary section (``kernels``, ``ops``, ``compiled`` (``compiled_graphs``) for torch.compile's graphs, ``utilization``
+with the idle split and longest gaps, ``latency``, ``memory``, ``collectives``, ``graphs`` (graph
+launches), ``timeline`` for the HTML report),
 ``summary`` (``summarize`` composes the sections), ``text`` and ``html_report`` (render
 a summary), ``cli``. Helpers: ``errors``, ``events``, ``numeric``, ``intervals``,
 ``display``.
@@ -43,6 +43,10 @@ window's start):
 * device time per op: device activities are attributed to the op whose ``External id``
   they carry (the innermost op that launched them); ``top_level`` is the outermost
   ``cpu_op`` around it on the same thread.
+* device time per compiled graph: device activities whose op sits inside a
+  ``## Call CompiledFxGraph <key> ##`` op (Inductor's call of a compiled graph), grouped by
+  that key, under the graph's ``Torch-Compiled Region: f/r`` (forward) or
+  ``CompiledFunctionBackward`` (backward); each kernel with its ``fused nodes`` arg.
 * memory: ``[memory]`` events of non-CPU devices, attributed to the ops around them on
   the allocating thread; "live at peak" are the capture's allocations not yet freed when
   the device's allocated bytes peaked (``baseline`` is what was allocated before the

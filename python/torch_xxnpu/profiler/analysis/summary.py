@@ -2,6 +2,7 @@
 summary's header (window, devices, counts, steps) and warnings."""
 from torch_xxnpu.profiler.analysis.capture import Capture
 from torch_xxnpu.profiler.analysis.collectives import collectives
+from torch_xxnpu.profiler.analysis.compiled import device_time_by_compiled_graph
 from torch_xxnpu.profiler.analysis.graphs import graphs
 from torch_xxnpu.profiler.analysis.kernels import device_time_by_kernel
 from torch_xxnpu.profiler.analysis.latency import launch_latency
@@ -28,6 +29,7 @@ def summarize(trace, source=None):
         "kernels": device_time_by_kernel(cap),
         "ops": by_op,
         "op_kernel_map": op_kernel_map,
+        "compiled_graphs": device_time_by_compiled_graph(cap),
         "utilization": util_rows,
         "wait_source": wait_source,
         "longest_gaps": longest_gaps,

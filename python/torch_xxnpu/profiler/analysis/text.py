@@ -10,6 +10,7 @@ def format_text(summary, top=25):
     out += _kernels(s, top)
     out += _ops(s, top)
     out += _op_kernel_map(s, top)
+    out += _compiled_graphs(s, top)
     out += _utilization(s)
     out += _longest_gaps(s)
     out += _launch_latency(s)
@@ -74,6 +75,24 @@ def _op_kernel_map(s, top):
         under = f"  (inside {', '.join(m['top_level_ops'])})" if m["top_level_ops"] and op else ""
         out.append(f"  {op:<50} -> {m['kernel']} [{m['kind']}] x{m['count']}, {fmt_time(m['total_us'])} "
                    f"(avg {fmt_time(m['avg_us'])}){under}")
+    out.append("")
+    return out
+
+
+def _compiled_graphs(s, top):
+    graphs = s.get("compiled_graphs") or []
+    if not graphs:
+        return []
+    out = ["Device time by compiled graph (torch.compile; the graph's FX graph cache key)"]
+    for g in graphs[:top]:
+        out.append(f"  {g['region'] or '(no region)'}  graph {g['graph'][:16]}: x{g['calls']}, "
+                   f"{fmt_time(g['device_total_us'])} (avg {fmt_time(g['device_avg_us'])}), "
+                   f"{g['pct_device_time']:.2f}%")
+        for k in g["kernels"][:top]:
+            fused = f"  fused: {clip(k['fused_nodes'], 60)}" if k["fused_nodes"] else ""
+            out.append(f"    {clip(k['name'], 50)} [{k['kind']}] x{k['count']}, {fmt_time(k['total_us'])}{fused}")
+    if len(graphs) > top:
+        out.append(f"  ... {len(graphs) - top} more")
     out.append("")
     return out
 

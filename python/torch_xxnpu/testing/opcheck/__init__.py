@@ -2,7 +2,7 @@
 against the CPU, per op and dtype.
 
     python -m torch_xxnpu.testing.opcheck [--ops add,mul] [--dtypes float32,float16]
-        [--native-only] [--backward] [-j 2] [--timeout 300]
+        [--native-only] [--backward] [--compile] [-j 2] [--timeout 300]
         [--json out.json] [--markdown out.md] [--html out.html] [--baseline old.json]
 
 For every (op, dtype) it takes the op's sample inputs (made on the CPU, seeded), copies

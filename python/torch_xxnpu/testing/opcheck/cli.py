@@ -28,6 +28,9 @@ def build_parser():
     p.add_argument("--native-only", action="store_true",
                    help="run only (op, dtype) pairs whose first sample runs without the CPU fallback")
     p.add_argument("--backward", action="store_true", help="also compare gradients where the op supports autograd")
+    p.add_argument("--compile", action="store_true",
+                   help="run the xxnpu side through torch.compile (Inductor), one graph per sample, against "
+                        "CPU eager (slow: seconds of C++ compile per sample; see --max-samples)")
     p.add_argument("--no-opinfo", action="store_true", help="only the custom ops")
     p.add_argument("--namespaces", default="xxnpu",
                    help="custom-op namespaces to include (comma-separated; default xxnpu)")
@@ -129,7 +132,8 @@ def main(argv=None):
     pool = WorkerPool(args.jobs, args.timeout, worker_args)
     try:
         cases = select_cases(load_cases(namespaces, with_opinfo=with_opinfo), args.ops)
-        opts = {"backward": args.backward, "native_only": args.native_only, "max_samples": args.max_samples}
+        opts = {"backward": args.backward, "native_only": args.native_only, "max_samples": args.max_samples,
+                "compile": args.compile}
         tasks = []
         for case in cases:
             for d in case.dtypes():
@@ -155,6 +159,7 @@ def main(argv=None):
         "jobs": args.jobs,
         "native_only": args.native_only,
         "backward": args.backward,
+        "compile": args.compile,
         "native_ops": len(torch_xxnpu.ops.native_ops()),
     }
     doc = {"meta": meta, "rows": rows}

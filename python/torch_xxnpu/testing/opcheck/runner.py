@@ -1,5 +1,6 @@
 """Running one (op, dtype) inside a worker: every sample on xxnpu and on the CPU, compared
-(forward, and gradients with --backward), with the fallback counters around each call."""
+(forward, and gradients with --backward), with the fallback counters around each call.
+With --compile the xxnpu side runs through torch.compile (Inductor) instead of eager."""
 import math
 import time
 from typing import Any, Dict
@@ -24,6 +25,7 @@ class _Phase:
         self.reason = ""
         self.first_failure = None
         self.upcast_matches = 0
+        self.eager = 0  # --compile: samples Dynamo compiled no op of (it ran them eagerly)
 
     def add_fallbacks(self, delta):
         for k, v in delta.items():
@@ -44,6 +46,12 @@ class _Phase:
         elif xfail:
             status = "xfail"
         execution = "none" if not self.samples else ("fallback" if self.fallback else "native")
+        if status == "pass" and self.samples and self.eager == self.samples:
+            # Nothing compiled was checked: not a pass of the compiled op.
+            status = "skipped"
+            self.reason = "Dynamo compiled no graph with the op (a graph break): it ran eagerly"
+        elif self.eager and not self.reason:
+            self.reason = f"{self.eager} of {self.samples} sample(s) ran eagerly (Dynamo compiled no graph with the op)"
         if self.upcast_matches and not self.reason:
             self.reason = (f"{self.upcast_matches} sample(s) differ from the CPU's low-precision kernel but match "
                            "the op computed in float32 and rounded")
@@ -61,6 +69,20 @@ class _Phase:
 
 def _finite(x):
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf") if not math.isnan(x) else "nan"
+
+
+def _compiled_call(case: Case, sample):
+    """--compile: the op on one sample through torch.compile with Inductor, returning
+    (output, whether a compiled graph ran the op). A fresh graph per sample (Dynamo's
+    caches reset): past its recompile limit Dynamo would run later samples eagerly, and
+    they would pass without being compiled. Static shapes, as each sample is compiled once."""
+    import torch
+    import torch._dynamo.testing
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    out = torch.compile(case.call, backend=counter, dynamic=False)(sample)
+    return out, counter.op_count > 0
 
 
 def _fallback_delta():
@@ -151,6 +173,7 @@ def run_task(case: Case, dtype, opts: Dict[str, Any]) -> Dict[str, Any]:
     fwd, bwd = _Phase(), _Phase()
     max_samples = opts.get("max_samples") or 0
     native_only = bool(opts.get("native_only"))
+    compiled = bool(opts.get("compile"))
 
     torch.manual_seed(0)
 
@@ -199,7 +222,11 @@ def run_task(case: Case, dtype, opts: Dict[str, Any]) -> Dict[str, Any]:
             cpu_exc = e
         _fallback_delta()
         try:
-            dev_out = case.call(dev_sample)
+            if compiled:
+                dev_out, ran_compiled = _compiled_call(case, dev_sample)
+                fwd.eager += not ran_compiled
+            else:
+                dev_out = case.call(dev_sample)
             delta = _fallback_delta()
             dev_cpu = [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in flatten(dev_out)]
             del dev_cpu  # forces the device work to finish: an asynchronous kernel fault raises here
