@@ -119,12 +119,13 @@ void CheckAdam(const VecOptimizerKernels& k, const Variant& var) {
       const double want_max = var.amsgrad ? vhat : static_cast<double>(vmax0[i]);
       ASSERT_TRUE(Close(static_cast<double>(vmax[i]), want_max, rtol, atol)) << i;
     }
+    const float sentinel = static_cast<float>(static_cast<T>(kSentinel));  // as the dtype stores it
     for (int64_t i = n; i < n + kGuard; ++i) {
-      ASSERT_EQ(static_cast<float>(param[i]), kSentinel) << "param written past the span at " << i;
-      ASSERT_EQ(static_cast<float>(grad[i]), kSentinel) << "grad written past the span at " << i;
-      ASSERT_EQ(static_cast<float>(m[i]), kSentinel) << "exp_avg written past the span at " << i;
-      ASSERT_EQ(static_cast<float>(v[i]), kSentinel) << "exp_avg_sq written past the span at " << i;
-      ASSERT_EQ(static_cast<float>(vmax[i]), kSentinel) << "max_exp_avg_sq written past the span at " << i;
+      ASSERT_EQ(static_cast<float>(param[i]), sentinel) << "param written past the span at " << i;
+      ASSERT_EQ(static_cast<float>(grad[i]), sentinel) << "grad written past the span at " << i;
+      ASSERT_EQ(static_cast<float>(m[i]), sentinel) << "exp_avg written past the span at " << i;
+      ASSERT_EQ(static_cast<float>(v[i]), sentinel) << "exp_avg_sq written past the span at " << i;
+      ASSERT_EQ(static_cast<float>(vmax[i]), sentinel) << "max_exp_avg_sq written past the span at " << i;
     }
   }
 }
