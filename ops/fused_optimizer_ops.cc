@@ -21,12 +21,14 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
 #include "ops/multi_tensor_apply.h"
+#include "ops/vec_optimizer.h"
 
 namespace xxnpu {
 namespace {
@@ -166,7 +168,15 @@ void LaunchAdam(const char* name, std::array<at::TensorList, 5> lists, std::vect
                c.scale = static_cast<opmath_t>(s.grad_scale != nullptr ? *s.grad_scale : 1.0f);
                c.step_size = static_cast<opmath_t>(lr / (1 - std::pow(a.beta1, step)));
                c.bias_correction2_sqrt = static_cast<opmath_t>(std::sqrt(1 - std::pow(a.beta2, step)));
-               if (a.amsgrad) {
+               if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, at::BFloat16>) {
+                 // The per-capability SIMD span (vec_optimizer.h): this file is built for the
+                 // baseline ISA, where the loop below vectorises only to SSE width.
+                 const VecAdamConsts vc{c.beta1, c.one_minus_beta1, c.beta2, c.one_minus_beta2,
+                                        c.eps,   c.decay,           c.l2,    c.sign,
+                                        c.scale, c.step_size,       c.bias_correction2_sqrt};
+                 const VecDtype dtype = std::is_same_v<scalar_t, float> ? VecDtype::kFloat : VecDtype::kBFloat16;
+                 HostVecOptimizerKernels().adam(dtype, a.amsgrad, store_grad, {p[0], p[1], p[2], p[3], p[4]}, n, vc);
+               } else if (a.amsgrad) {
                  store_grad ? AdamSpan<scalar_t, true, true>(p, n, c) : AdamSpan<scalar_t, true, false>(p, n, c);
                } else {
                  store_grad ? AdamSpan<scalar_t, false, true>(p, n, c) : AdamSpan<scalar_t, false, false>(p, n, c);
