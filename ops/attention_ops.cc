@@ -43,19 +43,9 @@
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
+#include "ops/cpu_blas.h"
 #include "ops/xxnpu_tensor.h"
 
-extern "C" {
-// BLAS (Fortran ABI), exported by libtorch_cpu.
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
-            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
-            const int* ldc);
-// MKL's per-thread thread count (weak: another BLAS links without it). The kernels call
-// the BLAS on small tiles from every compute thread at once; left to itself MKL would
-// start an OpenMP team per call on cores the other compute threads are using (measured:
-// the llama_decode prefill shape's forward took 608 us per call instead of 180).
-int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));  // mkl_service.h's C entry point
-}
 
 namespace xxnpu {
 namespace {
@@ -310,22 +300,6 @@ void LoadQueries(const AttnGeom& g, int64_t b, int64_t hk, int64_t i0, int64_t n
     LoadTile(qv + b * g.q[0] + h * g.q[1] + i0 * g.q[2], nq, g.E, g.q[2], g.q[3], g.scale, q + j * nq * g.E);
   }
 }
-
-// The BLAS single-threaded on the calling compute thread for a scope.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() {
-    if (MKL_Set_Num_Threads_Local != nullptr) previous_ = MKL_Set_Num_Threads_Local(1);
-  }
-  ~SingleThreadedBlas() {
-    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(previous_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // Runs `body(item)` over [begin, end), turning an exception into a failed kernel.
 template <typename F>

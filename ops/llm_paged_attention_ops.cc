@@ -26,41 +26,13 @@
 #include "absl/strings/str_cat.h"
 #include "device/c10/torch_status.h"
 #include "device/runtime.h"
+#include "ops/cpu_blas.h"
 #include "ops/fast_math.h"
 #include "ops/llm_common.h"
 
-extern "C" {
-// BLAS (Fortran ABI), exported by libtorch_cpu.
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
-            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
-            const int* ldc);
-// MKL's per-thread thread count (weak: another BLAS links without it): see
-// SingleThreadedMkl below.
-int MKL_Set_Num_Threads_Local(int nt) __attribute__((weak));
-}
 
 namespace xxnpu::llm {
 namespace {
-
-// MKL single-threaded on the calling compute thread for a scope. paged_attention calls the
-// BLAS on block-sized tiles from every compute thread at once; left to itself MKL starts an
-// OpenMP team per call on the cores the other compute threads are using (as SDPA's kernels
-// found, ops/attention_ops.cc): the Llama example's prefill spent 54% of its device time
-// here at 2.4 ms per call, against 0.8 ms for the CPU backend's composite.
-class SingleThreadedMkl {
- public:
-  SingleThreadedMkl() {
-    if (MKL_Set_Num_Threads_Local != nullptr) previous_ = MKL_Set_Num_Threads_Local(1);
-  }
-  ~SingleThreadedMkl() {
-    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(previous_);
-  }
-  SingleThreadedMkl(const SingleThreadedMkl&) = delete;
-  SingleThreadedMkl& operator=(const SingleThreadedMkl&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // ================================================================== reshape_and_cache
 // key, value [num_tokens, num_kv_heads, head_size] are written into key_cache, value_cache
@@ -332,7 +304,7 @@ at::Tensor PagedAttentionXxnpu(const at::Tensor& query, const at::Tensor& key_ca
       const T* vv = DeviceView(vp);
       T* ov = DeviceView(op);
       const int64_t D = g.head_size, group = g.heads / g.kv_heads;
-      const SingleThreadedMkl single_threaded_blas;
+      const SingleThreadedBlas single_threaded_blas;
       // Scratch of this compute thread (a GPU block's shared memory).
       thread_local std::vector<float> qf, block, scores, acc;
       qf.resize(group * D);

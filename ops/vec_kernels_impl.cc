@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "ops/vec_io.h"
 #include "ops/vec_kernels.h"
 
 #ifndef CPU_CAPABILITY
@@ -21,51 +22,9 @@ namespace xxnpu {
 namespace CPU_CAPABILITY {
 namespace {
 
-using Vec = at::vec::Vectorized<float>;
-using c10::BFloat16;
-
-// Loads and stores one step of a row as float vectors: one vector of float32, or a
-// vector of bfloat16 widened into two of float. `count` < kStep only at the row's tail.
-template <typename T>
-struct Io;
-
-template <>
-struct Io<float> {
-  static constexpr int64_t kStep = Vec::size();
-  static constexpr int kParts = 1;
-  static void Load(const float* p, int64_t count, Vec* v) {
-    v[0] = count == kStep ? Vec::loadu(p) : Vec::loadu(p, count);
-  }
-  static void Store(float* p, int64_t count, const Vec* v) {
-    if (count == kStep) {
-      v[0].store(p);
-    } else {
-      v[0].store(p, static_cast<int>(count));
-    }
-  }
-};
-
-template <>
-struct Io<BFloat16> {
-  using BVec = at::vec::Vectorized<BFloat16>;
-  static constexpr int64_t kStep = BVec::size();
-  static constexpr int kParts = 2;
-  static_assert(kStep == 2 * Vec::size());
-  static void Load(const BFloat16* p, int64_t count, Vec* v) {
-    const BVec x = count == kStep ? BVec::loadu(p) : BVec::loadu(p, static_cast<int16_t>(count));
-    auto [lo, hi] = at::vec::convert_bfloat16_float(x);
-    v[0] = lo;
-    v[1] = hi;
-  }
-  static void Store(BFloat16* p, int64_t count, const Vec* v) {
-    const BVec y = at::vec::convert_float_bfloat16(v[0], v[1]);
-    if (count == kStep) {
-      y.store(p);
-    } else {
-      y.store(p, static_cast<int>(count));
-    }
-  }
-};
+using vec_io::BFloat16;
+using vec_io::Io;
+using vec_io::Vec;
 
 // Calls body(i, count) for each vector step of a row of `n` elements of T: count is a
 // whole step except at the row's tail, where Io's partial loads and stores take over.

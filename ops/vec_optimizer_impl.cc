@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ops/vec_io.h"
 #include "ops/vec_optimizer.h"
 
 #ifndef CPU_CAPABILITY
@@ -19,55 +20,13 @@ namespace xxnpu {
 namespace CPU_CAPABILITY {
 namespace {
 
-using Vec = at::vec::Vectorized<float>;
-using c10::BFloat16;
-
-// One vector step of a span as float vectors: one Vec of float32, or one vector of
-// bfloat16 as two Vecs of float. `count` < kStep only at the span's tail.
-template <typename T>
-struct Lanes;
-
-template <>
-struct Lanes<float> {
-  static constexpr int64_t kStep = Vec::size();
-  static constexpr int kParts = 1;
-  static void Load(const float* p, int64_t count, Vec* v) {
-    v[0] = count == kStep ? Vec::loadu(p) : Vec::loadu(p, count);
-  }
-  static void Store(float* p, int64_t count, const Vec* v) {
-    if (count == kStep) {
-      v[0].store(p);
-    } else {
-      v[0].store(p, static_cast<int>(count));
-    }
-  }
-};
-
-template <>
-struct Lanes<BFloat16> {
-  using BVec = at::vec::Vectorized<BFloat16>;
-  static constexpr int64_t kStep = BVec::size();
-  static constexpr int kParts = 2;
-  static_assert(kStep == 2 * Vec::size());
-  static void Load(const BFloat16* p, int64_t count, Vec* v) {
-    const BVec x = count == kStep ? BVec::loadu(p) : BVec::loadu(p, static_cast<int16_t>(count));
-    auto [lo, hi] = at::vec::convert_bfloat16_float(x);
-    v[0] = lo;
-    v[1] = hi;
-  }
-  static void Store(BFloat16* p, int64_t count, const Vec* v) {
-    const BVec y = at::vec::convert_float_bfloat16(v[0], v[1]);
-    if (count == kStep) {
-      y.store(p);
-    } else {
-      y.store(p, static_cast<int>(count));
-    }
-  }
-};
+using vec_io::BFloat16;
+using vec_io::Io;
+using vec_io::Vec;
 
 template <typename T, bool kAmsgrad, bool kStoreGrad>
 void AdamSpan(const VecAdamSpan& s, int64_t n, const VecAdamConsts& c) {
-  using L = Lanes<T>;
+  using L = Io<T>;
   auto* param = static_cast<T*>(s.param);
   auto* grad = static_cast<T*>(s.grad);
   auto* exp_avg = static_cast<T*>(s.exp_avg);
