@@ -184,10 +184,10 @@ TEST(RuntimeMemoryTest, CopiesOfEveryKind) {
   for (void* p : {d0, d0b, d1}) ASSERT_TRUE(xxnpuFree(p).ok());
 }
 
-// Copies and sets from 1 MiB up are split over the compute threads: every byte lands,
+// Copies and sets from 8 MiB up are split over the compute threads: every byte lands,
 // the partial last chunk included; an overlapping copy keeps memmove's result.
 TEST(RuntimeMemoryTest, LargeCopiesAndSetsAreWholeAndOverlapSafe) {
-  const size_t n = (size_t{3} << 20) + 13;
+  const size_t n = (size_t{9} << 20) + 13;
   std::vector<uint8_t> src(n), dst(n);
   for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
   char* a = static_cast<char*>(*xxnpuMalloc(n));
@@ -198,7 +198,7 @@ TEST(RuntimeMemoryTest, LargeCopiesAndSetsAreWholeAndOverlapSafe) {
   EXPECT_EQ(dst, src);
 
   // A set of an odd sub-range leaves its neighbours alone.
-  const size_t off = 4099, len = (size_t{2} << 20) + 5;
+  const size_t off = 4099, len = (size_t{8} << 20) + 5;
   ASSERT_TRUE(xxnpuMemset(b + off, 0x5A, len).ok());
   ASSERT_TRUE(xxnpuMemcpy(dst.data(), b, n, MemcpyKind::kDeviceToHost).ok());
   std::vector<uint8_t> want = src;
