@@ -334,12 +334,12 @@ void SoftmaxEntry(bool log, VecDtype dtype, void* out, const void* in, int64_t n
 
 // ---- Index ops and outer-dim reductions.
 
-template <typename T>
-void AccumulateRow(float* acc, const void* in_p, int64_t n) {
+// acc[j] = f(acc[j], in[j]) over a dense row of T, acc in float: one row of a reduction
+// over an outer dim, SIMD along the inner dim. Only the row's own lanes of acc are touched.
+template <typename T, typename F>
+void CombineIntoRow(float* acc, const void* in_p, int64_t n, F f) {
   const T* in = static_cast<const T*>(in_p);
-  constexpr int64_t kStep = Io<T>::kStep;
-  for (int64_t i = 0; i < n; i += kStep) {
-    const int64_t c = std::min(kStep, n - i);
+  ForChunks<T>(n, [&](int64_t i, int64_t c) {
     Vec v[Io<T>::kParts];
     Io<T>::Load(in + i, c, v);
     for (int k = 0; k < Io<T>::kParts; ++k) {
@@ -347,33 +347,23 @@ void AccumulateRow(float* acc, const void* in_p, int64_t n) {
       if (valid == 0) break;
       float* a = acc + i + k * Vec::size();
       if (valid == Vec::size()) {
-        (Vec::loadu(a) + v[k]).store(a);
+        f(Vec::loadu(a), v[k]).store(a);
       } else {
-        (Vec::loadu(a, valid) + v[k]).store(a, static_cast<int>(valid));
+        f(Vec::loadu(a, valid), v[k]).store(a, static_cast<int>(valid));
       }
     }
-  }
+  });
 }
 
 template <typename T>
-void MaxRow(float* acc, const void* in_p, int64_t n) {
-  const T* in = static_cast<const T*>(in_p);
-  constexpr int64_t kStep = Io<T>::kStep;
-  for (int64_t i = 0; i < n; i += kStep) {
-    const int64_t c = std::min(kStep, n - i);
-    Vec v[Io<T>::kParts];
-    Io<T>::Load(in + i, c, v);
-    for (int k = 0; k < Io<T>::kParts; ++k) {
-      const int64_t valid = std::clamp<int64_t>(c - k * Vec::size(), 0, Vec::size());
-      if (valid == 0) break;
-      float* a = acc + i + k * Vec::size();
-      if (valid == Vec::size()) {
-        at::vec::maximum(Vec::loadu(a), v[k]).store(a);  // NaN propagates
-      } else {
-        at::vec::maximum(Vec::loadu(a, valid), v[k]).store(a, static_cast<int>(valid));
-      }
-    }
-  }
+void AccumulateRow(float* acc, const void* in, int64_t n) {
+  CombineIntoRow<T>(acc, in, n, [](const Vec& a, const Vec& x) { return a + x; });
+}
+
+template <typename T>
+void MaxRow(float* acc, const void* in, int64_t n) {
+  // NaN propagates.
+  CombineIntoRow<T>(acc, in, n, [](const Vec& a, const Vec& x) { return at::vec::maximum(a, x); });
 }
 
 template <typename T>
