@@ -18,41 +18,22 @@
 #include <vector>
 
 #include "ops/cpu_capability.h"
+#include "ops/vec_test_util.h"
 
 namespace xxnpu {
 namespace {
 
 using c10::BFloat16;
+using vec_test::Close;
+using vec_test::kGuard;
+using vec_test::kSentinel;
+using vec_test::Values;
 
 // Row lengths around the vector widths (8 and 16 floats, 16 and 32 bfloat16s) and across
 // a sum's 4096-element blocks.
 const std::vector<int64_t> kSizes = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100, 4097, 9001};
-constexpr int64_t kGuard = 40;  // elements after each row that must stay untouched
-constexpr float kSentinel = 12345.0f;
 
-std::vector<const VecKernels*> Tables() {
-  std::vector<const VecKernels*> tables;
-  for (CpuCapability c : {CpuCapability::kDefault, CpuCapability::kAvx2, CpuCapability::kAvx512}) {
-    if (const VecKernels* k = VecKernelsFor(c)) tables.push_back(k);
-  }
-  return tables;
-}
-
-// Deterministic values spread over [lo, hi].
-std::vector<float> Values(int64_t n, double lo, double hi, int seed) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double t = std::fmod((i + 1) * 0.6180339887 + seed * 0.37, 1.0);
-    v[i] = static_cast<float>(lo + (hi - lo) * t);
-  }
-  return v;
-}
-
-bool Close(double got, double want, double rtol, double atol) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::abs(got - want) <= atol + rtol * std::abs(want);
-}
+std::vector<const VecKernels*> Tables() { return vec_test::AllLevels<VecKernels>(&VecKernelsFor); }
 
 // Runs `run(out, in...)` on float32 and bfloat16 rows of each size and checks each element
 // against `ref` (in double, from the operands as stored), and the guard after the row.

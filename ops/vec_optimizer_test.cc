@@ -14,38 +14,21 @@
 #include <vector>
 
 #include "ops/cpu_capability.h"
+#include "ops/vec_test_util.h"
 
 namespace xxnpu {
 namespace {
 
 using c10::BFloat16;
+using vec_test::Close;
+using vec_test::kGuard;
+using vec_test::kSentinel;
+using vec_test::Values;
 
 const std::vector<int64_t> kSizes = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100, 1001};
-constexpr int64_t kGuard = 40;  // elements after each span that must stay untouched
-constexpr float kSentinel = 12345.0f;
 
 std::vector<const VecOptimizerKernels*> Tables() {
-  std::vector<const VecOptimizerKernels*> tables;
-  for (CpuCapability c : {CpuCapability::kDefault, CpuCapability::kAvx2, CpuCapability::kAvx512}) {
-    if (const VecOptimizerKernels* k = VecOptimizerKernelsFor(c)) tables.push_back(k);
-  }
-  return tables;
-}
-
-// Deterministic values spread over [lo, hi].
-std::vector<float> Values(int64_t n, double lo, double hi, int seed) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double t = std::fmod((i + 1) * 0.6180339887 + seed * 0.37, 1.0);
-    v[i] = static_cast<float>(lo + (hi - lo) * t);
-  }
-  return v;
-}
-
-bool Close(double got, double want, double rtol, double atol) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::abs(got - want) <= atol + rtol * std::abs(want);
+  return vec_test::AllLevels<VecOptimizerKernels>(&VecOptimizerKernelsFor);
 }
 
 struct Variant {
