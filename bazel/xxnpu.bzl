@@ -84,10 +84,14 @@ def xxnpu_cc_library(name, deps = [], copts = [], torch = False, kineto = False,
 # flags. The file is compiled once per entry; at run time at::get_cpu_capability() picks
 # one (ops/cpu_capability.h). The AVX-512 entry also silences GCC 12's false
 # (maybe-)uninitialized reports on the _mm512_undefined_*() operands of its intrinsics.
+# (suffix, capability, ISA flags (x86-64 only), flags for every architecture).
+# DEFAULT: GCC notes (-Wpsabi) that passing at::vec's 32-byte emulated vectors by value
+# changed ABI in GCC 4.6; these functions never cross a build boundary (each build is its
+# own namespace, and the dispatch file passes only pointers), so the note is noise.
 _CPU_CAPABILITIES = [
-    ("default", "DEFAULT", []),
-    ("avx2", "AVX2", ["-mavx2", "-mfma", "-mf16c", "-mbmi2"]),
-    ("avx512", "AVX512", ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-Wno-maybe-uninitialized", "-Wno-uninitialized"]),
+    ("default", "DEFAULT", [], ["-Wno-psabi"]),
+    ("avx2", "AVX2", ["-mavx2", "-mfma", "-mf16c", "-mbmi2"], []),
+    ("avx512", "AVX512", ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-Wno-maybe-uninitialized", "-Wno-uninitialized"], []),
 ]
 
 def xxnpu_cpu_kernels(name, srcs, deps = [], copts = [], visibility = None):
@@ -106,9 +110,9 @@ def xxnpu_cpu_kernels(name, srcs, deps = [], copts = [], visibility = None):
       visibility: of `name`.
     """
     builds = []
-    for suffix, capability, isa_flags in _CPU_CAPABILITIES:
+    for suffix, capability, isa_flags, common_flags in _CPU_CAPABILITIES:
         build = "%s_%s" % (name, suffix)
-        flags = ["-DCPU_CAPABILITY=" + capability, "-DCPU_CAPABILITY_" + capability]
+        flags = ["-DCPU_CAPABILITY=" + capability, "-DCPU_CAPABILITY_" + capability] + common_flags
         if isa_flags:
             # The ISA levels exist on x86-64 only: elsewhere these builds are empty and the
             # dispatch file (which tests __x86_64__) refers to none of them.

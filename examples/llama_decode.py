@@ -183,9 +183,10 @@ class GraphedDecode:
 
     def step(self, tok, args):
         """One decode step: host-prepared `args` and the device tokens `tok` into the static
-        inputs, one replay; returns (logits, next tokens), copied out of the static outputs."""
+        inputs, one replay; returns (logits, next tokens), copied out of the static outputs.
+        Pinned `args` are copied without waiting (see run)."""
         for k, v in args.items():
-            self.static[k].copy_(v)
+            self.static[k].copy_(v, non_blocking=v.is_pinned())
         self.tok.copy_(tok)
         self.graph.replay()
         return self.logits.clone(), self.next_tok.clone()
@@ -212,6 +213,12 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None, 
     inputs, last = sched.prefill()
     steps = [sched.decode(i) for i in range(new_tokens - 1)]
     xxnpu = dev.type == "xxnpu"
+    if xxnpu:
+        # The step inputs in pinned memory, copied with non_blocking=True, as serving engines
+        # prepare them: a copy from pageable memory waits for the stream to drain first (as
+        # on CUDA), which would stop the host from queueing step i+1 while the device runs
+        # step i. Each step's tensors are its own, so no copy reads a buffer being refilled.
+        steps = [{k: v.pin_memory() for k, v in step.items()} for step in steps]
     with torch.no_grad():
         synchronize(dev)
         if xxnpu:
@@ -239,7 +246,7 @@ def run(model: Model, prompts, sched: Schedule, new_tokens, dtype, forced=None, 
             if graph is not None:
                 logits, tok = graph.step(tok, step)
             else:
-                args = {k: v.to(dev) for k, v in step.items()}
+                args = {k: v.to(dev, non_blocking=v.is_pinned()) for k, v in step.items()}
                 logits = model.forward(tok, **args, kv_cache=kv)
                 tok = logits.argmax(-1)
             all_logits.append(logits)

@@ -10,6 +10,12 @@
 //
 // float16/bfloat16 operands are widened to float32 on the device, multiplied, and rounded
 // back (accumulation in float32, as CUDA's cuBLAS does by default).
+//
+// Threading: a product is cut into tiles of C (row blocks or column blocks, see TileGemm)
+// that the device's compute threads take as the blocks of the kernel's grid, and each tile
+// is one single-threaded BLAS call. Left to itself, MKL would start an OpenMP team of its
+// own from the stream thread on the cores the compute threads, the host thread and the
+// other streams are using; the compute threads are the device's cores.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/MemoryOverlap.h>
@@ -24,13 +30,12 @@
 #include "device/c10/torch_status.h"
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
+#include "ops/cpu_blas.h"
 #include "ops/cpu_fallback.h"
+#include "ops/vec_kernels.h"
 #include "ops/xxnpu_tensor.h"
 
 extern "C" {
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
-            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
-            const int* ldc);
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
             const int* ldc);
@@ -58,7 +63,9 @@ MatrixLayout LayoutOf(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
   return l;
 }
 
-// A batch of row-major products C[b] = alpha * A[b] @ B[b] + beta * C[b] (C row-major).
+// A batch of row-major products C[b] = alpha * A[b] @ B[b] + beta * C[b] (C row-major),
+// cut into `tiles` tiles per batch item: blocks of `tile` rows of C (split_rows) or of
+// `tile` columns.
 struct Gemm {
   at::ScalarType dtype;
   int64_t batch, m, n, k;
@@ -69,7 +76,75 @@ struct Gemm {
   MatrixLayout la, lb;
   int64_t ldc;
   double alpha, beta;
+  bool split_rows = true;
+  int64_t tile = 1, tiles = 1;
+  // Few rows of A against B = W^T with W's rows dense: VecKernels::dot_rows instead of
+  // the BLAS (see SmallM).
+  bool dot_rows = false;
 };
+
+// Whether the product is a linear layer's x @ W^T with at most kDotRowsMaxM rows of x in
+// float32 or bfloat16 (a decode step's projections): then dot products of x's rows with
+// W's rows read W once, straight from its storage; the BLAS packs W first (a copy of all
+// of it per call), and for bfloat16 RunGemm widens all of it to float first.
+bool SmallM(const Gemm& g) {
+  return (g.dtype == at::kFloat || g.dtype == at::kBFloat16) && g.m <= kDotRowsMaxM && g.k > 0 && !g.la.trans &&
+         g.lb.trans;
+}
+
+// Below this many flops a tile is not worth a share of its own: a single-threaded BLAS
+// call of ~0.5 MFLOP takes ~10 us, about what handing work to a compute thread costs.
+constexpr int64_t kMinTileFlops = 512 * 1024;
+// Tiles per batch item at most: two per compute thread even out uneven shares; more
+// would make each BLAS call smaller and repack the shared operand more often (a prefill's
+// [74, 256] @ [256, 1408] in 16 column tiles ran at 87 GFLOP/s, in 4 at ~150).
+int64_t MaxTiles() {
+  static const int64_t tiles = [] {
+    // Every device runs the same number of compute threads (the runtime's configuration).
+    const absl::StatusOr<DeviceProperties> p = xxnpuGetDeviceProperties(0);
+    return 2 * std::max<int64_t>(1, p.ok() ? p->compute_units : 1);
+  }();
+  return tiles;
+}
+
+// Chooses how to cut the product. Each tile re-reads the operand it shares with the other
+// tiles (all of B for row blocks, all of A for column blocks), so cut the dimension whose
+// shared operand is the smaller: columns when m < n (a decode step's [4, 256] @ [256, 1408]
+// reads A 4 times instead of B), rows otherwise.
+void TileGemm(Gemm& g) {
+  g.dot_rows = SmallM(g);
+  g.split_rows = g.m >= g.n && !g.dot_rows;
+  const int64_t dim = g.split_rows ? g.m : g.n;
+  const int64_t per_unit = std::max<int64_t>(1, 2 * g.k * (g.split_rows ? g.n : g.m));  // flops of one row/column
+  // Column tiles stay a multiple of 16 elements, so that tiles do not share C's cache lines.
+  const int64_t align = g.split_rows ? 1 : 16;
+  int64_t tile = std::max<int64_t>(align, (kMinTileFlops + per_unit - 1) / per_unit);
+  // float16/bfloat16 tiles each widen the shared operand to float (RunGemm): tiles of at
+  // least 128 rows or columns keep that below ~1% of the tile's multiply-adds.
+  if (g.dtype == at::kHalf || g.dtype == at::kBFloat16) tile = std::max<int64_t>(tile, 128);
+  const int64_t max_tiles = MaxTiles();
+  tile = std::max(tile, (dim + max_tiles - 1) / max_tiles);
+  tile = (tile + align - 1) / align * align;
+  g.tile = std::min(tile, std::max<int64_t>(1, dim));
+  g.tiles = std::max<int64_t>(1, (dim + g.tile - 1) / g.tile);
+}
+
+// The sub-product of tile `t`: the same operands offset to its rows or columns.
+Gemm TileOf(const Gemm& g, int64_t t, size_t elem) {
+  Gemm s = g;
+  s.batch = 1;
+  const int64_t lo = t * g.tile;
+  if (g.split_rows) {
+    s.m = std::min(g.tile, g.m - lo);
+    s.a += static_cast<int64_t>(elem) * lo * (g.la.trans ? 1 : g.la.ld);
+    s.c += static_cast<int64_t>(elem) * lo * g.ldc;
+  } else {
+    s.n = std::min(g.tile, g.n - lo);
+    s.b += static_cast<int64_t>(elem) * lo * (g.lb.trans ? g.lb.ld : 1);
+    s.c += static_cast<int64_t>(elem) * lo;
+  }
+  return s;
+}
 
 template <typename T, typename F>
 void BlasGemm(F gemm, const Gemm& g, const T* a, const T* b, T* c, const MatrixLayout& la, const MatrixLayout& lb,
@@ -93,44 +168,49 @@ void Widen(const T* src, const MatrixLayout& l, int64_t rows, int64_t cols, std:
   }
 }
 
+// One batch item's tile (g.batch == 1, offsets applied by TileOf).
 template <typename T>
 void RunGemm(const Gemm& g) {
   const T* a = reinterpret_cast<const T*>(g.a);
   const T* b = reinterpret_cast<const T*>(g.b);
   T* c = reinterpret_cast<T*>(g.c);
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const T* ai = a + i * g.batch_stride_a;
-    const T* bi = b + i * g.batch_stride_b;
-    T* ci = c + i * g.batch_stride_c;
-    if (g.k == 0) {  // BLAS does not scale C when k == 0 on every implementation
-      for (int64_t r = 0; r < g.m; ++r) {
-        for (int64_t s = 0; s < g.n; ++s) {
-          T& v = ci[r * g.ldc + s];
-          v = g.beta == 0 ? T(0) : static_cast<T>(static_cast<double>(v) * g.beta);
-        }
+  if (g.k == 0) {  // BLAS does not scale C when k == 0 on every implementation
+    for (int64_t r = 0; r < g.m; ++r) {
+      for (int64_t s = 0; s < g.n; ++s) {
+        T& v = c[r * g.ldc + s];
+        v = g.beta == 0 ? T(0) : static_cast<T>(static_cast<double>(v) * g.beta);
       }
-      continue;
     }
-    if constexpr (std::is_same_v<T, float>) {
-      BlasGemm<float>(sgemm_, g, ai, bi, ci, g.la, g.lb, g.ldc);
-    } else if constexpr (std::is_same_v<T, double>) {
-      BlasGemm<double>(dgemm_, g, ai, bi, ci, g.la, g.lb, g.ldc);
-    } else {
-      thread_local std::vector<float> fa, fb, fc;
-      Widen(ai, g.la, g.m, g.k, fa);
-      Widen(bi, g.lb, g.k, g.n, fb);
-      fc.resize(static_cast<size_t>(g.m * g.n));
-      if (g.beta != 0) {
-        for (int64_t r = 0; r < g.m; ++r) {
-          for (int64_t s = 0; s < g.n; ++s) fc[r * g.n + s] = static_cast<float>(ci[r * g.ldc + s]);
-        }
-      }
-      const MatrixLayout dense_a{true, false, std::max<int64_t>(1, g.k)};
-      const MatrixLayout dense_b{true, false, std::max<int64_t>(1, g.n)};
-      BlasGemm<float>(sgemm_, g, fa.data(), fb.data(), fc.data(), dense_a, dense_b, std::max<int64_t>(1, g.n));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, c10::BFloat16>) {
+    if (g.dot_rows) {
+      // B = W^T: column j of B is row j of W.
+      HostVecKernels().dot_rows(std::is_same_v<T, float> ? VecDtype::kFloat : VecDtype::kBFloat16, g.m, g.n, g.k,
+                                a, g.la.ld, b, g.lb.ld, c, g.ldc, static_cast<float>(g.alpha),
+                                static_cast<float>(g.beta));
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    BlasGemm<float>(sgemm_, g, a, b, c, g.la, g.lb, g.ldc);
+  } else if constexpr (std::is_same_v<T, double>) {
+    BlasGemm<double>(dgemm_, g, a, b, c, g.la, g.lb, g.ldc);
+  } else {
+    thread_local std::vector<float> fa, fb, fc;
+    Widen(a, g.la, g.m, g.k, fa);
+    Widen(b, g.lb, g.k, g.n, fb);
+    fc.resize(static_cast<size_t>(g.m * g.n));
+    if (g.beta != 0) {
       for (int64_t r = 0; r < g.m; ++r) {
-        for (int64_t s = 0; s < g.n; ++s) ci[r * g.ldc + s] = static_cast<T>(fc[r * g.n + s]);
+        for (int64_t s = 0; s < g.n; ++s) fc[r * g.n + s] = static_cast<float>(c[r * g.ldc + s]);
       }
+    }
+    const MatrixLayout dense_a{true, false, std::max<int64_t>(1, g.k)};
+    const MatrixLayout dense_b{true, false, std::max<int64_t>(1, g.n)};
+    BlasGemm<float>(sgemm_, g, fa.data(), fb.data(), fc.data(), dense_a, dense_b, std::max<int64_t>(1, g.n));
+    for (int64_t r = 0; r < g.m; ++r) {
+      for (int64_t s = 0; s < g.n; ++s) c[r * g.ldc + s] = static_cast<T>(fc[r * g.n + s]);
     }
   }
 }
@@ -160,7 +240,7 @@ void LaunchBatchedGemm(const char* name, const at::Tensor& a_in, const at::Tenso
   const MatrixLayout lc = LayoutOf(m, n, out.stride(1), out.stride(2));
   TORCH_INTERNAL_ASSERT(lc.ok && !lc.trans, name, ": result must be row-major");
 
-  Gemm g;
+  Gemm g{};
   g.dtype = out.scalar_type();
   g.batch = batch;
   g.m = m;
@@ -178,14 +258,28 @@ void LaunchBatchedGemm(const char* name, const at::Tensor& a_in, const at::Tenso
   g.alpha = alpha;
   g.beta = beta;
 
+  TileGemm(g);
+
   LaunchConfig cfg;
   cfg.name = name;
-  cfg.grid = Dim3{1, 1, 1};  // one BLAS call stream; the BLAS threads it (see docs/device-runtime.md)
+  // One block per tile of each batch item; the compute threads share them out.
+  const int64_t blocks = batch * g.tiles;
+  TORCH_CHECK(blocks <= INT_MAX, name, ": at most 2^31 matrices per call are supported, got ", batch);
+  cfg.grid = Dim3{static_cast<uint32_t>(blocks), 1, 1};
   cfg.flops = static_cast<uint64_t>(2 * batch * m * n * k);
   cfg.bytes = static_cast<uint64_t>((a.numel() + b.numel() + out.numel() * (beta != 0 ? 2 : 1)) * out.element_size());
-  CheckOk(xxnpuLaunchKernel(cfg, [g](BlockRange) {
-    AT_DISPATCH_V2(g.dtype, "xxnpu_gemm", AT_WRAP([&] { RunGemm<scalar_t>(g); }),
-                   at::kFloat, at::kDouble, at::kHalf, at::kBFloat16);
+  CheckOk(xxnpuLaunchKernel(cfg, [g](BlockRange r) {
+    const SingleThreadedBlas one_thread;
+    AT_DISPATCH_V2(g.dtype, "xxnpu_gemm", AT_WRAP([&] {
+      for (int64_t t = r.begin; t < r.end; ++t) {
+        Gemm item = g;
+        const int64_t i = t / g.tiles;
+        item.a += static_cast<int64_t>(sizeof(scalar_t)) * i * g.batch_stride_a;
+        item.b += static_cast<int64_t>(sizeof(scalar_t)) * i * g.batch_stride_b;
+        item.c += static_cast<int64_t>(sizeof(scalar_t)) * i * g.batch_stride_c;
+        RunGemm<scalar_t>(TileOf(item, t % g.tiles, sizeof(scalar_t)));
+      }
+    }), at::kFloat, at::kDouble, at::kHalf, at::kBFloat16);
     return absl::OkStatus();
   }, CurrentXxnpuStreamHandle(out.device().index())), name);
 }

@@ -120,7 +120,17 @@ struct VecKernels {
   // xhat)); dw += dy * xhat.
   void (*rms_norm_backward)(VecDtype dtype, void* dx, const void* dy, const void* x, const void* w, int64_t n,
                             float rstd, float* dw);
+
+  // Small-M products (ops/matmul.cc): out[i, j] = alpha * dot(a[i, :k], w[j, :k]) (+ beta *
+  // out[i, j] when beta != 0) for i < m, j < n; a, w, out dense rows with leading dims lda,
+  // ldw, ldo; float accumulation. A linear layer's x @ W^T with few rows of x (a decode
+  // step): each row of W is read once, where a GEMM would pack it first.
+  void (*dot_rows)(VecDtype dtype, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* w,
+                   int64_t ldw, void* out, int64_t ldo, float alpha, float beta);
 };
+
+// The most rows of `a` dot_rows takes at once (its accumulators live in registers).
+inline constexpr int64_t kDotRowsMaxM = 8;
 
 // The host's table (HostCpuCapability()).
 const VecKernels& HostVecKernels();

@@ -601,6 +601,85 @@ void RmsNormBackwardEntry(VecDtype dtype, void* dx, const void* dy, const void* 
   return NormBackwardRow<BFloat16, false>(dx, dy, x, w, n, 0.0f, rstd, dw, nullptr);
 }
 
+// Small-M products. Two rows of w at a time, each against every row of a: 2 * m
+// independent accumulator chains, and each step of a loaded once for both rows.
+template <typename T>
+void DotRows(int64_t m, int64_t n, int64_t k, const void* a_p, int64_t lda, const void* w_p, int64_t ldw,
+             void* out_p, int64_t ldo, float alpha, float beta) {
+  constexpr int kP = Io<T>::kParts;
+  const T* a = static_cast<const T*>(a_p);
+  const T* w = static_cast<const T*>(w_p);
+  T* out = static_cast<T*>(out_p);
+  auto finish = [&](int64_t i, int64_t j, const Vec* acc) {
+    float lanes[Vec::size()];
+    Vec sum = acc[0];
+    for (int p = 1; p < kP; ++p) sum = sum + acc[p];
+    sum.store(lanes);
+    float d = 0;
+    for (float x : lanes) d += x;
+    T& o = out[i * ldo + j];
+    o = static_cast<T>(beta == 0 ? alpha * d : alpha * d + beta * static_cast<float>(o));
+  };
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    Vec acc[2][kDotRowsMaxM][kP];
+    for (int64_t i = 0; i < m; ++i) {
+      for (int p = 0; p < kP; ++p) acc[0][i][p] = acc[1][i][p] = Vec(0.0f);
+    }
+    const T* w0 = w + j * ldw;
+    const T* w1 = w0 + ldw;
+    ForChunks<T>(k, [&](int64_t c0, int64_t c) {
+      Vec x0[kP], x1[kP];
+      Io<T>::Load(w0 + c0, c, x0);
+      Io<T>::Load(w1 + c0, c, x1);
+      for (int64_t i = 0; i < m; ++i) {
+        Vec av[kP];
+        Io<T>::Load(a + i * lda + c0, c, av);
+        for (int p = 0; p < kP; ++p) {
+          acc[0][i][p] = at::vec::fmadd(av[p], x0[p], acc[0][i][p]);
+          acc[1][i][p] = at::vec::fmadd(av[p], x1[p], acc[1][i][p]);
+        }
+      }
+    });
+    for (int64_t i = 0; i < m; ++i) {
+      finish(i, j, acc[0][i]);
+      finish(i, j + 1, acc[1][i]);
+    }
+  }
+  for (; j < n; ++j) {  // an odd last row of w
+    Vec acc[kDotRowsMaxM][kP];
+    for (int64_t i = 0; i < m; ++i) {
+      for (int p = 0; p < kP; ++p) acc[i][p] = Vec(0.0f);
+    }
+    const T* w0 = w + j * ldw;
+    ForChunks<T>(k, [&](int64_t c0, int64_t c) {
+      Vec x0[kP];
+      Io<T>::Load(w0 + c0, c, x0);
+      for (int64_t i = 0; i < m; ++i) {
+        Vec av[kP];
+        Io<T>::Load(a + i * lda + c0, c, av);
+        for (int p = 0; p < kP; ++p) acc[i][p] = at::vec::fmadd(av[p], x0[p], acc[i][p]);
+      }
+    });
+    for (int64_t i = 0; i < m; ++i) finish(i, j, acc[i]);
+  }
+}
+
+void DotRowsEntry(VecDtype dtype, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* w,
+                  int64_t ldw, void* out, int64_t ldo, float alpha, float beta) {
+  // More rows than the accumulators hold: blocks of kDotRowsMaxM rows (each reads w again).
+  for (int64_t i = 0; i < m; i += kDotRowsMaxM) {
+    const int64_t rows = std::min(kDotRowsMaxM, m - i);
+    if (dtype == VecDtype::kFloat) {
+      DotRows<float>(rows, n, k, static_cast<const float*>(a) + i * lda, lda, w, ldw,
+                     static_cast<float*>(out) + i * ldo, ldo, alpha, beta);
+    } else {
+      DotRows<BFloat16>(rows, n, k, static_cast<const BFloat16*>(a) + i * lda, lda, w, ldw,
+                        static_cast<BFloat16*>(out) + i * ldo, ldo, alpha, beta);
+    }
+  }
+}
+
 #define XXNPU_STRINGIFY2(x) #x
 #define XXNPU_STRINGIFY(x) XXNPU_STRINGIFY2(x)
 
@@ -613,6 +692,8 @@ const VecKernels kVecKernels = {
     &AccumulateRowEntry, &MaxRowEntry, &SumSquaresEntry,
     // Normalisation rows and their backward.
     &LayerNormEntry, &RmsNormEntry, &LayerNormBackwardEntry, &RmsNormBackwardEntry,
+    // Small-M products.
+    &DotRowsEntry,
 };
 
 }  // namespace CPU_CAPABILITY

@@ -381,5 +381,58 @@ TEST(VecKernels, SoftmaxRowsMatchReference) {
   }
 }
 
+// dot_rows against a double reference: m from 1 to past kDotRowsMaxM (the row blocks), k
+// around the vector widths, an odd n (the last single row of w), leading dims past the
+// rows (strided storage), alpha and beta, and C's padding between rows left untouched.
+TEST(VecKernels, DotRowsMatchReference) {
+  for (const VecKernels* t : Tables()) {
+    for (int64_t m : {1, 2, 5, 8, 9, 17}) {
+      for (int64_t k : {1, 7, 16, 33, 100, 517}) {
+        const int64_t n = 13, lda = k + 3, ldw = k + 5, ldo = n + 2;
+        const std::vector<float> a = Values(m * lda, -2, 2, 11), w = Values(n * ldw, -1, 1, 12);
+        const std::vector<BFloat16> ab = Cast<BFloat16>(a), wb = Cast<BFloat16>(w);
+        for (VecDtype dtype : {VecDtype::kFloat, VecDtype::kBFloat16}) {
+          const bool f32 = dtype == VecDtype::kFloat;
+          auto av = [&](int64_t i) { return f32 ? a[i] : static_cast<float>(ab[i]); };
+          auto wv = [&](int64_t i) { return f32 ? w[i] : static_cast<float>(wb[i]); };
+          for (float beta : {0.0f, 0.5f}) {
+            std::vector<float> out(m * ldo, kSentinel), c0 = Values(m * ldo, -1, 1, 13);
+            std::vector<BFloat16> outb(m * ldo, BFloat16(kSentinel));
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                out[i * ldo + j] = c0[i * ldo + j];
+                outb[i * ldo + j] = BFloat16(c0[i * ldo + j]);
+              }
+            }
+            t->dot_rows(dtype, m, n, k, f32 ? static_cast<const void*>(a.data()) : ab.data(), lda,
+                        f32 ? static_cast<const void*>(w.data()) : wb.data(), ldw,
+                        f32 ? static_cast<void*>(out.data()) : outb.data(), ldo, 1.5f, beta);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < ldo; ++j) {
+                const float got = f32 ? out[i * ldo + j] : static_cast<float>(outb[i * ldo + j]);
+                if (j >= n) {
+                  const float sentinel = f32 ? kSentinel : static_cast<float>(BFloat16(kSentinel));  // as stored
+                  ASSERT_EQ(got, sentinel) << t->capability << " wrote into C's padding, m=" << m << " k=" << k;
+                  continue;
+                }
+                double d = 0, mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  d += static_cast<double>(av(i * lda + p)) * wv(j * ldw + p);
+                  mag += std::abs(static_cast<double>(av(i * lda + p)) * wv(j * ldw + p));
+                }
+                const double c = f32 ? c0[i * ldo + j] : static_cast<float>(BFloat16(c0[i * ldo + j]));
+                const double want = 1.5 * d + beta * c;
+                const double tol = f32 ? 1e-6 * (1.5 * mag + 1) : 8e-3 * (1.5 * mag + 1);
+                EXPECT_NEAR(got, want, tol) << t->capability << (f32 ? " float" : " bfloat16") << " m=" << m
+                                            << " k=" << k << " i=" << i << " j=" << j << " beta=" << beta;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xxnpu

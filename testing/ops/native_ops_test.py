@@ -252,6 +252,42 @@ def test_matmul_family(dtype):
     _close(torch.mm(_x(a[:, :0]), _x(b[:0])), torch.mm(a[:, :0], b[:0]))  # k == 0: zeros
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_tiles_and_small_m(dtype):
+    """Products big enough to be cut into tiles of rows or of columns (ops/matmul.cc,
+    TileGemm), in batches, and the small-M path of linear layers (x @ W^T with <= 8 rows of x:
+    VecKernels::dot_rows for float32/bfloat16) with odd sizes, strided W and a bias."""
+    gen = torch.Generator().manual_seed(16)
+    low = dtype in (torch.float16, torch.bfloat16)
+
+    def check(got, a, b, bias=None, beta=1.0, alpha=1.0):
+        ref = a.double() @ b.double() * alpha
+        if bias is not None:
+            ref = ref + beta * bias.double()
+        scale = (a.double().abs() @ b.double().abs()).max().item() * abs(alpha) + 1
+        tol = (2e-2 if low else 1e-5) * scale
+        torch.testing.assert_close(got.cpu().double(), ref, rtol=0, atol=tol)
+
+    for m, k, n in [(300, 64, 700), (700, 64, 300), (129, 33, 257)]:  # column tiles, row tiles, odd tails
+        a, b = _rand((m, k), dtype, gen), _rand((k, n), dtype, gen)
+        check(_x(a) @ _x(b), a, b)
+        check(_x(b).t() @ _x(a).t(), b.t(), a.t())  # transposed operands
+    ba, bb = _rand((3, 200, 40), dtype, gen), _rand((3, 40, 500), dtype, gen)
+    torch.testing.assert_close(torch.bmm(_x(ba), _x(bb)).cpu().double(), torch.bmm(ba.double(), bb.double()),
+                               rtol=0, atol=(2e-2 if low else 1e-5) * 40 * 4 + 1e-3)
+    for m in [1, 3, 8, 9]:  # 9: past the small-M path
+        for k, n in [(256, 1408), (37, 5), (1000, 33)]:
+            x, w, bias = _rand((m, k), dtype, gen), _rand((n, k), dtype, gen), _rand((n,), dtype, gen)
+            check(F.linear(_x(x), _x(w)), x, w.t())
+            check(F.linear(_x(x), _x(w), _x(bias)), x, w.t(), bias)
+            check(torch.addmm(_x(bias), _x(x), _x(w).t(), beta=0.5, alpha=-2), x, w.t(), bias, 0.5, -2)
+            wide = _rand((n, k + 7), dtype, gen)  # W's rows strided (a slice of a wider weight)
+            check(F.linear(_x(x), _x(wide)[:, :k]), x, wide[:, :k].t())
+            out = _x(torch.full((m, n), float("nan"), dtype=dtype))  # beta = 0 ignores what out held
+            torch.mm(_x(x), _x(w).t(), out=out)
+            check(out, x, w.t())
+
+
 def test_matmul_errors_are_clear():
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         _x(torch.randn(2, 3)) @ _x(torch.randn(4, 2))
