@@ -20,7 +20,8 @@ the Llama tokens must be equal), so a wrong compile cannot produce a figure. The
 table gives the same-run ratios against the issue's goals.
 
     bazel run --config=opt //benchmarks:compile_benchmark -- [--reps 5] [--workloads chain,mlp,train,llama]
-        [--profile]   # also profile one compiled and one eager Llama decode step on xxnpu
+        [--llama-configs 256x4x2048,128x2x512] [--devices xxnpu,cpu] [--profile]
+    --profile: also profile compiled and eager Llama decode steps on xxnpu (where the time goes)
 """
 import argparse
 import copy
@@ -140,11 +141,13 @@ def _graphs_compiled():
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
-def bench_llama(dev, reps, new_tokens, profile=False):
-    """Returns (prefill row, decode row, graphs compiled): rows in seconds per prefill and
-    per decode step (all sequences of the batch)."""
+def bench_llama(dev, reps, new_tokens, size, profile=False):
+    """Returns (prefill row, decode row, graphs compiled, first prefill + decode seconds):
+    rows in seconds per prefill and per decode step (all sequences of the batch). size:
+    (hidden, layers, vocab)."""
     ld = _llama_decode()
-    cfg = ld.Config()
+    hidden, layers, vocab = size
+    cfg = ld.Config(hidden=hidden, layers=layers, vocab=vocab)
     gen = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, cfg.vocab, (n,), generator=gen) for n in LLAMA_PROMPTS]
     sched = ld.Schedule(cfg, LLAMA_PROMPTS, new_tokens, 2)
@@ -186,11 +189,11 @@ def bench_llama(dev, reps, new_tokens, profile=False):
     decode = dict(first=first_decode, eager=statistics.median(e_dec) / steps, compiled=statistics.median(c_dec) / steps)
     if profile and dev == "xxnpu":
         for name, model in (("compiled", compiled), ("eager", eager)):
-            profile_decode_step(ld, model, prompts, sched, name)
+            profile_decode_step(ld, model, prompts, sched, name, f"{hidden}x{layers}x{vocab}")
     return prefill, decode, graphs, first_total
 
 
-def profile_decode_step(ld, model, prompts, sched, label, steps=4):
+def profile_decode_step(ld, model, prompts, sched, label, size, steps=4):
     """torch.profiler over `steps` decode steps on xxnpu (after a prefill, outside the
     profile): per step, the wall time, device time by kind of kernel, and host time."""
     from torch.profiler import ProfilerActivity, profile
@@ -236,7 +239,7 @@ def profile_decode_step(ld, model, prompts, sched, label, steps=4):
             kinds["other native"] += t
     per_kernel = [(t, name, count) for name, (t, count) in per_kernel.items()]
     device = sum(kinds.values())
-    print(f"\nprofile, {label} Llama decode step on xxnpu (mean of {steps} steps, under torch.profiler):")
+    print(f"\nprofile, {label} Llama {size} decode step on xxnpu (mean of {steps} steps, under torch.profiler):")
     print(f"  wall {wall / steps * 1e3:.3f} ms per step; device busy {device / steps / 1e3:.3f} ms "
           f"({device / 1e3 / (wall * 1e3) * 100:.0f}% of wall); host in the step's ops "
           f"{host_region / steps / 1e3:.3f} ms")
@@ -263,6 +266,12 @@ def main():
     p.add_argument("--reps", type=int, default=5, help="timed repetitions (medians are reported)")
     p.add_argument("--new-tokens", type=int, default=32, help="Llama: tokens per sequence (prefill's included)")
     p.add_argument("--workloads", default="chain,mlp,train,llama")
+    p.add_argument("--devices", default="cpu,xxnpu",
+                   help="the order the devices run in (the second may reuse what the first's compiles "
+                        "warmed up: swap it to see the first-call ratio from the other side)")
+    p.add_argument("--llama-configs", default="256x4x2048",
+                   help="Llama sizes, comma separated HIDDENxLAYERSxVOCAB (default: llama_decode.py's; "
+                        "128x2x512 is its test's, more host-bound)")
     p.add_argument("--profile", action="store_true",
                    help="profile a compiled and an eager Llama decode step on xxnpu (where the time goes)")
     args = p.parse_args()
@@ -277,7 +286,10 @@ def main():
 
     rows = {}  # workload -> device -> dict(first, eager, compiled)
     notes = []
-    for dev in DEVICES:
+    devices = args.devices.split(",")
+    if sorted(devices) != sorted(DEVICES):
+        p.error("--devices: cpu and xxnpu, in some order")
+    for dev in devices:
         for w in work:
             torch._dynamo.reset()
             if w == "chain":
@@ -287,14 +299,18 @@ def main():
             elif w == "train":
                 rows.setdefault("MLP train step AdamW 256x1024", {})[dev] = bench_train(dev, args.reps)
             else:
-                prefill, decode, graphs, first = bench_llama(dev, args.reps, args.new_tokens, args.profile)
-                n_pre = sum(LLAMA_PROMPTS)
-                rows.setdefault(f"Llama prefill ({n_pre} tok)", {})[dev] = dict(prefill, tokens=n_pre)
-                rows.setdefault(f"Llama decode step (x{len(LLAMA_PROMPTS)})", {})[dev] = dict(
-                    decode, tokens=len(LLAMA_PROMPTS))
-                notes.append(f"Llama {dev}: {graphs} graphs compiled (prefill, decode step), no recompile over "
-                             f"{args.new_tokens - 1} decode positions x {args.reps + 2} runs; first prefill + "
-                             f"decode step {first:.1f} s")
+                for c in args.llama_configs.split(","):
+                    size = tuple(int(v) for v in c.split("x"))
+                    torch._dynamo.reset()
+                    prefill, decode, graphs, first = bench_llama(dev, args.reps, args.new_tokens, size,
+                                                                 args.profile)
+                    n_pre = sum(LLAMA_PROMPTS)
+                    rows.setdefault(f"Llama {c} prefill ({n_pre} tok)", {})[dev] = dict(prefill, tokens=n_pre)
+                    rows.setdefault(f"Llama {c} decode (x{len(LLAMA_PROMPTS)})", {})[dev] = dict(
+                        decode, tokens=len(LLAMA_PROMPTS))
+                    notes.append(f"Llama {c} {dev}: {graphs} graphs compiled (prefill, decode step), no recompile "
+                                 f"over {args.new_tokens - 1} decode positions x {args.reps + 2} runs; first "
+                                 f"prefill + decode step {first:.1f} s")
 
     print(f"\nmedians of {args.reps}; load average {os.getloadavg()[0]:.2f} at end")
     print(f"{'workload':32s} {'device':6s} {'first s':>8s} {'eager ms':>10s} {'compiled ms':>12s} "
