@@ -246,16 +246,36 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const char* sp = ConstView(src);
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   char* op = target.numel() ? View(target) : nullptr;
-  LaunchItems("xxnpu::index_select", self.device().index(), outer * n, std::max<int64_t>(1, 65536 / std::max<size_t>(1, row_bytes)),
-              static_cast<uint64_t>(2 * target.nbytes()), [=](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t o = r / n, j = r % n;
-      const int64_t i = ip[j];
-      if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "index_select", false, true);
-      std::memcpy(op + r * row_bytes, sp + (o * src_dim + i) * row_bytes, row_bytes);
-    }
-    return absl::OkStatus();
-  });
+  // Item r is output row (o, j) = (r / n, r % n): one division per block, then the walk
+  // steps (o, j). Rows of one element (inner == 1, index_select along the last dim) are
+  // typed copies, not a memcpy call per element.
+  const auto launch = [&](auto copy_row) {
+    LaunchItems("xxnpu::index_select", self.device().index(), outer * n,
+                std::max<int64_t>(1, 65536 / std::max<size_t>(1, row_bytes)), static_cast<uint64_t>(2 * target.nbytes()),
+                [=](int64_t begin, int64_t end) {
+      int64_t j = begin % n;
+      const char* s = sp + (begin / n) * src_dim * static_cast<int64_t>(row_bytes);
+      char* d = op + begin * static_cast<int64_t>(row_bytes);
+      for (int64_t r = begin; r < end; ++r, d += row_bytes) {
+        const int64_t i = ip[j];
+        if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "index_select", false, true);
+        copy_row(d, s + i * static_cast<int64_t>(row_bytes));
+        if (++j == n) {
+          j = 0;
+          s += src_dim * static_cast<int64_t>(row_bytes);
+        }
+      }
+      return absl::OkStatus();
+    });
+  };
+  if (inner == 1) {
+    BySize(self.element_size(), [&](auto tag) {
+      using T = decltype(tag);
+      launch([](char* d, const char* s) { *reinterpret_cast<T*>(d) = *reinterpret_cast<const T*>(s); });
+    });
+  } else {
+    launch([row_bytes](char* d, const char* s) { std::memcpy(d, s, row_bytes); });
+  }
   if (!target.is_same(out)) out.copy_(target);
   return out;
 }
@@ -335,6 +355,34 @@ IndexRows MakeIndexRows(const at::Tensor& data0, int64_t dim, const at::Tensor& 
 // Elements a gather/scatter block handles.
 constexpr int64_t kIndexElementsPerBlock = 16384;
 
+// The dense row case of gather/scatter, the common one (along the last dim, index and
+// other operand contiguous there): the row's indices are checked in a pass of their own
+// (branch-free, so it vectorizes), and only a row whose indices are all in range is read or
+// written, by a loop with no stride arithmetic or checks in it. The general walk above is
+// ~3x slower per element at 4 MB: its per-element branch and four multiplies, not memory.
+bool DenseRows(const IndexRows& g) { return g.data_col == 0 && g.idx_col == 1 && g.other_col == 1; }
+
+// The first index of idx[0, n) outside [0, size), or -1 when they are all in range.
+int64_t FirstBadIndex(const int64_t* idx, int64_t n, int64_t size) {
+  uint64_t bad = 0;
+  for (int64_t k = 0; k < n; ++k) bad |= static_cast<uint64_t>(static_cast<uint64_t>(idx[k]) >= static_cast<uint64_t>(size));
+  if (bad == 0) return -1;
+  for (int64_t k = 0; k < n; ++k) {
+    if (idx[k] < 0 || idx[k] >= size) return k;
+  }
+  return -1;
+}
+
+// out[k] = data[idx[k] * stride], every idx[k] already checked.
+template <typename T>
+void GatherRow(T* out, const T* data, const int64_t* idx, int64_t n, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t k = 0; k < n; ++k) out[k] = data[idx[k]];
+  } else {
+    for (int64_t k = 0; k < n; ++k) out[k] = data[idx[k] * stride];
+  }
+}
+
 at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                       at::Tensor& out) {
   CheckSameDevice("gather", "index", index, self.device());
@@ -350,6 +398,7 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   const char* sp = ConstView(self);
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   char* op = View(out);
+  const bool dense = DenseRows(g);
   BySize(self.element_size(), [&](auto tag) {
     using T = decltype(tag);
     LaunchItems("xxnpu::gather", self.device().index(), g.rows,
@@ -360,6 +409,12 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
       for (int64_t r = begin; r < end; ++r) {
         int64_t soff, ioff, ooff;
         g.Offsets(r, soff, ioff, ooff);
+        if (dense) {
+          const int64_t bad = FirstBadIndex(ip + ioff, g.cols, g.dim_size);
+          if (bad >= 0) return BadIndex(ip[ioff + bad], g.dim_size, "gather", false, false);
+          GatherRow(o + ooff, s + soff, ip + ioff, g.cols, g.dim_stride);
+          continue;
+        }
         for (int64_t k = 0; k < g.cols; ++k) {
           const int64_t i = ip[ioff + k * g.idx_col];
           if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "gather", false, false);
@@ -370,6 +425,29 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
     });
   });
   return out;
+}
+
+// dst[idx[k] * stride] = src[k] (or value; += with `add`, in k order), every idx[k]
+// already checked: the dense row of scatter and scatter_add.
+template <typename T>
+void ScatterRow(T* dst, const T* src, T value, const int64_t* idx, int64_t n, int64_t stride, bool add) {
+  if (add) {
+    for (int64_t k = 0; k < n; ++k) {
+      T& d = dst[idx[k] * stride];
+      const T x = src ? src[k] : value;
+      if constexpr (std::is_same_v<T, bool>) {
+        d = d || x;
+      } else {
+        d = static_cast<T>(d + x);
+      }
+    }
+  } else if (src == nullptr) {
+    for (int64_t k = 0; k < n; ++k) dst[idx[k] * stride] = value;
+  } else if (stride == 1) {
+    for (int64_t k = 0; k < n; ++k) dst[idx[k]] = src[k];
+  } else {
+    for (int64_t k = 0; k < n; ++k) dst[idx[k] * stride] = src[k];
+  }
 }
 
 // out = self (copied unless in place), then scatter src (or value) along dim. With `add`,
@@ -397,6 +475,7 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
     const int64_t slice = g.rows / g.sizes[0];  // rows per dim-0 slice
     per_block = slice * std::max<int64_t>(1, kIndexElementsPerBlock / (slice * g.cols));
   }
+  const bool dense = !by_columns && DenseRows(g);
   AT_DISPATCH_V2(out.scalar_type(), "xxnpu_scatter", AT_WRAP([&] {
     const scalar_t v = value ? value->to<scalar_t>() : scalar_t(0);
     LaunchItems(name, out.device().index(), items, per_block, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
@@ -408,6 +487,13 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
       for (int64_t r = r0; r < r1; ++r) {
         int64_t doff, ioff, soff;
         g.Offsets(r, doff, ioff, soff);
+        if (dense) {
+          const int64_t* ir = ip + ioff;
+          const int64_t bad = FirstBadIndex(ir, g.cols, g.dim_size);
+          if (bad >= 0) return BadIndex(ir[bad], g.dim_size, "scatter", false, false);
+          ScatterRow<scalar_t>(o + doff, s ? s + soff : nullptr, v, ir, g.cols, g.dim_stride, add);
+          continue;
+        }
         for (int64_t k = c0; k < c1; ++k) {
           const int64_t i = ip[ioff + k * g.idx_col];
           if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "scatter", false, false);
