@@ -231,7 +231,8 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor src = self.dim() == 0 ? self.view({1}) : self.contiguous();
-  const at::Tensor idx = LongIndexOn(index, self).view(-1);
+  // (A contiguous int64 index, the usual one, is used as it is: its data is the vector.)
+  const at::Tensor idx = index.scalar_type() == at::kLong && index.is_contiguous() ? index : LongIndexOn(index, self);
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim() > 0) shape[dim] = idx.numel();
   at::native::resize_output(out, shape);
@@ -281,7 +282,14 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
 }
 
 at::Tensor IndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  at::Tensor out = at::empty({0}, self.options());
+  // The output at its final size when the arguments allow (resize_output is then a no-op):
+  // one allocation instead of an empty tensor and a resize, a few µs of a 256 KB call.
+  std::vector<int64_t> shape{0};
+  if (self.dim() > 0 && index.dim() <= 1 && dim >= -self.dim() && dim < self.dim()) {
+    shape = self.sizes().vec();
+    shape[dim < 0 ? dim + self.dim() : dim] = index.numel();
+  }
+  at::Tensor out = at::empty(shape, self.options());
   return IndexSelectOut(self, dim, index, out);
 }
 
