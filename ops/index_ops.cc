@@ -231,7 +231,8 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor src = self.dim() == 0 ? self.view({1}) : self.contiguous();
-  const at::Tensor idx = LongIndexOn(index, self).view(-1);
+  // (A contiguous int64 index, the usual one, is used as it is: its data is the vector.)
+  const at::Tensor idx = index.scalar_type() == at::kLong && index.is_contiguous() ? index : LongIndexOn(index, self);
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim() > 0) shape[dim] = idx.numel();
   at::native::resize_output(out, shape);
@@ -246,22 +247,49 @@ at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor
   const char* sp = ConstView(src);
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   char* op = target.numel() ? View(target) : nullptr;
-  LaunchItems("xxnpu::index_select", self.device().index(), outer * n, std::max<int64_t>(1, 65536 / std::max<size_t>(1, row_bytes)),
-              static_cast<uint64_t>(2 * target.nbytes()), [=](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t o = r / n, j = r % n;
-      const int64_t i = ip[j];
-      if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "index_select", false, true);
-      std::memcpy(op + r * row_bytes, sp + (o * src_dim + i) * row_bytes, row_bytes);
-    }
-    return absl::OkStatus();
-  });
+  // Item r is output row (o, j) = (r / n, r % n): one division per block, then the walk
+  // steps (o, j). Rows of one element (inner == 1, index_select along the last dim) are
+  // typed copies, not a memcpy call per element.
+  const auto launch = [&](auto copy_row) {
+    LaunchItems("xxnpu::index_select", self.device().index(), outer * n,
+                std::max<int64_t>(1, 65536 / std::max<size_t>(1, row_bytes)), static_cast<uint64_t>(2 * target.nbytes()),
+                [=](int64_t begin, int64_t end) {
+      int64_t j = begin % n;
+      const char* s = sp + (begin / n) * src_dim * static_cast<int64_t>(row_bytes);
+      char* d = op + begin * static_cast<int64_t>(row_bytes);
+      for (int64_t r = begin; r < end; ++r, d += row_bytes) {
+        const int64_t i = ip[j];
+        if (i < 0 || i >= src_dim) return BadIndex(i, src_dim, "index_select", false, true);
+        copy_row(d, s + i * static_cast<int64_t>(row_bytes));
+        if (++j == n) {
+          j = 0;
+          s += src_dim * static_cast<int64_t>(row_bytes);
+        }
+      }
+      return absl::OkStatus();
+    });
+  };
+  if (inner == 1) {
+    BySize(self.element_size(), [&](auto tag) {
+      using T = decltype(tag);
+      launch([](char* d, const char* s) { *reinterpret_cast<T*>(d) = *reinterpret_cast<const T*>(s); });
+    });
+  } else {
+    launch([row_bytes](char* d, const char* s) { std::memcpy(d, s, row_bytes); });
+  }
   if (!target.is_same(out)) out.copy_(target);
   return out;
 }
 
 at::Tensor IndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  at::Tensor out = at::empty({0}, self.options());
+  // The output at its final size when the arguments allow (resize_output is then a no-op):
+  // one allocation instead of an empty tensor and a resize, a few µs of a 256 KB call.
+  std::vector<int64_t> shape{0};
+  if (self.dim() > 0 && index.dim() <= 1 && dim >= -self.dim() && dim < self.dim()) {
+    shape = self.sizes().vec();
+    shape[dim < 0 ? dim + self.dim() : dim] = index.numel();
+  }
+  at::Tensor out = at::empty(shape, self.options());
   return IndexSelectOut(self, dim, index, out);
 }
 
@@ -335,6 +363,29 @@ IndexRows MakeIndexRows(const at::Tensor& data0, int64_t dim, const at::Tensor& 
 // Elements a gather/scatter block handles.
 constexpr int64_t kIndexElementsPerBlock = 16384;
 
+// The dense row case of gather/scatter, the common one (along the last dim, index and
+// other operand contiguous there): a loop with no stride arithmetic whose only branch is
+// the range check, which is never taken until a bad index (nothing is read or written
+// through it). Measured on 1024 x 1024 float32 (one thread): a separate branch-free check
+// pass costs as much as the copy (64-bit compares do not vectorize at the baseline ISA),
+// the fused loop no more than the copy alone. The general walk above is ~3x slower per
+// element: its four multiplies and strides per element, not memory.
+bool DenseRows(const IndexRows& g) { return g.data_col == 0 && g.idx_col == 1 && g.other_col == 1; }
+
+bool InRange(int64_t i, int64_t size) { return static_cast<uint64_t>(i) < static_cast<uint64_t>(size); }
+
+// out[k] = data[idx[k] * stride] for k < n; returns the first k whose index is outside
+// [0, size) (the elements before it are written), or -1.
+template <typename T>
+int64_t GatherRow(T* out, const T* data, const int64_t* idx, int64_t n, int64_t stride, int64_t size) {
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = idx[k];
+    if (!InRange(i, size)) return k;
+    out[k] = stride == 1 ? data[i] : data[i * stride];
+  }
+  return -1;
+}
+
 at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                       at::Tensor& out) {
   CheckSameDevice("gather", "index", index, self.device());
@@ -350,6 +401,7 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   const char* sp = ConstView(self);
   const int64_t* ip = reinterpret_cast<const int64_t*>(ConstView(idx));
   char* op = View(out);
+  const bool dense = DenseRows(g);
   BySize(self.element_size(), [&](auto tag) {
     using T = decltype(tag);
     LaunchItems("xxnpu::gather", self.device().index(), g.rows,
@@ -360,6 +412,11 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
       for (int64_t r = begin; r < end; ++r) {
         int64_t soff, ioff, ooff;
         g.Offsets(r, soff, ioff, ooff);
+        if (dense) {
+          const int64_t bad = GatherRow(o + ooff, s + soff, ip + ioff, g.cols, g.dim_stride, g.dim_size);
+          if (bad >= 0) return BadIndex(ip[ioff + bad], g.dim_size, "gather", false, false);
+          continue;
+        }
         for (int64_t k = 0; k < g.cols; ++k) {
           const int64_t i = ip[ioff + k * g.idx_col];
           if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "gather", false, false);
@@ -370,6 +427,28 @@ at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& ind
     });
   });
   return out;
+}
+
+// dst[idx[k] * stride] = src[k] (or value; += with `add`, in k order) for k < n: the dense
+// row of scatter and scatter_add. Returns the first k whose index is outside [0, size)
+// (nothing is written through it), or -1.
+template <typename T>
+int64_t ScatterRow(T* dst, const T* src, T value, const int64_t* idx, int64_t n, int64_t stride, int64_t size,
+                   bool add) {
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = idx[k];
+    if (!InRange(i, size)) return k;
+    T& d = stride == 1 ? dst[i] : dst[i * stride];
+    const T x = src ? src[k] : value;
+    if (!add) {
+      d = x;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      d = d || x;
+    } else {
+      d = static_cast<T>(d + x);
+    }
+  }
+  return -1;
 }
 
 // out = self (copied unless in place), then scatter src (or value) along dim. With `add`,
@@ -397,6 +476,7 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
     const int64_t slice = g.rows / g.sizes[0];  // rows per dim-0 slice
     per_block = slice * std::max<int64_t>(1, kIndexElementsPerBlock / (slice * g.cols));
   }
+  const bool dense = !by_columns && DenseRows(g);
   AT_DISPATCH_V2(out.scalar_type(), "xxnpu_scatter", AT_WRAP([&] {
     const scalar_t v = value ? value->to<scalar_t>() : scalar_t(0);
     LaunchItems(name, out.device().index(), items, per_block, static_cast<uint64_t>(n * (2 * sizeof(scalar_t) + 8)),
@@ -408,6 +488,13 @@ void ScatterInto(const char* name, at::Tensor& out, int64_t dim, const at::Tenso
       for (int64_t r = r0; r < r1; ++r) {
         int64_t doff, ioff, soff;
         g.Offsets(r, doff, ioff, soff);
+        if (dense) {
+          const int64_t* ir = ip + ioff;
+          const int64_t bad = ScatterRow<scalar_t>(o + doff, s ? s + soff : nullptr, v, ir, g.cols, g.dim_stride,
+                                                   g.dim_size, add);
+          if (bad >= 0) return BadIndex(ir[bad], g.dim_size, "scatter", false, false);
+          continue;
+        }
         for (int64_t k = c0; k < c1; ++k) {
           const int64_t i = ip[ioff + k * g.idx_col];
           if (i < 0 || i >= g.dim_size) return BadIndex(i, g.dim_size, "scatter", false, false);

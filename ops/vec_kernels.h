@@ -70,6 +70,7 @@ enum class VecBinaryOp : uint8_t {
   kSiluBackward,       // b = the input
   kGeluBackward,       // b = the input
   kGeluTanhBackward,   // b = the input
+  kSiluMul,            // silu(a) * b: SwiGLU's gate (xxnpu::silu_and_mul)
 };
 
 constexpr bool IsComparison(VecBinaryOp op) { return op >= VecBinaryOp::kEq && op <= VecBinaryOp::kGe; }

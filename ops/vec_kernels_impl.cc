@@ -202,6 +202,8 @@ void Binary(VecBinaryOp op, void* out, VecOperand a, VecOperand b, int64_t n, fl
         const Vec dinner = Vec(kSqrt2OverPi) * (Vec(1.0f) + Vec(3.0f * kGeluTanhCoeff) * x * x);
         return g * (Vec(0.5f) * (Vec(1.0f) + t) + Vec(0.5f) * x * (Vec(1.0f) - t * t) * dinner);
       });
+    case VecBinaryOp::kSiluMul:
+      return Map2<T>(out, a, b, n, [](const Vec& x, const Vec& y) { return x / (Vec(1.0f) + x.neg().exp()) * y; });
     case VecBinaryOp::kNone:
       break;
   }

@@ -190,6 +190,7 @@ TEST(VecKernels, BinaryMatchesReferenceDenseAndBroadcast) {
        [](double g, double x) {
          return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
        }},
+      {"silu_mul", VecBinaryOp::kSiluMul, 0, [](double a, double b) { return a * Sigmoid(a) * b; }},
       {"gelu_tanh_backward", VecBinaryOp::kGeluTanhBackward, 0,
        [](double g, double x) {
          const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));

@@ -297,3 +297,114 @@ def test_cat_mixed_dtypes_and_out_match_cpu():
     out = torch.empty(20, 33).to("xxnpu")[::2]  # a strided out
     torch.cat([_x(a), _x(a[:3])], out=out)
     _close(out, torch.cat([a, a[:3]]), exact=True)
+
+
+# ------------------------------------------------------------ the dense-row fast paths
+# gather/scatter whose index and src/out are dense along the last dim take a per-row loop
+# (indices checked first, then a stride-free copy); index_select copies whole rows.
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int64], ids=str)
+def test_gather_and_scatter_dense_rows_with_a_strided_data_dim_match_cpu(dtype):
+    # The data's last dim has stride 2 (a view), the index and src are contiguous: the
+    # dense-row path with a stride, for gather and for scatter / scatter_add into the view.
+    base = _rand((9, 2 * 131), torch.float32, 20).to(dtype) if dtype != torch.int64 else _idx(99, (9, 262), 20)
+    idx = _idx(131, (9, 140), 21)
+    src = _rand((9, 140), torch.float32, 22).to(dtype) if dtype != torch.int64 else _idx(99, (9, 140), 22)
+    want = torch.gather(base[:, ::2], 1, idx)
+    _close(torch.gather(_x(base)[:, ::2], 1, _x(idx)), want, exact=True)
+    perm = torch.stack([torch.randperm(131, generator=torch.Generator().manual_seed(k))[:100] for k in range(9)])
+    for op in ("scatter", "scatter_value", "scatter_add"):
+        got, ref = _x(base), base.clone()
+        if op == "scatter":
+            got[:, ::2].scatter_(1, _x(perm), _x(src[:, :100]))
+            ref[:, ::2].scatter_(1, perm, src[:, :100])
+        elif op == "scatter_value":
+            got[:, ::2].scatter_(1, _x(perm), 3)
+            ref[:, ::2].scatter_(1, perm, 3)
+        else:
+            got[:, ::2].scatter_add_(1, _x(idx), _x(src))
+            ref[:, ::2].scatter_add_(1, idx, src)
+        if op == "scatter_add" and dtype == torch.bfloat16:
+            # Each addition rounds to bfloat16 (see above): a few roundings' slack.
+            torch.testing.assert_close(got.cpu().float(), ref.float(), rtol=3e-2, atol=3e-2)
+        else:
+            _close(got, ref, exact=op != "scatter_add")
+
+
+@pytest.mark.parametrize("bad", [-1, -700, 131, 1 << 40])
+def test_dense_rows_bad_index_in_a_late_row_raises_and_writes_nothing_out_of_bounds(bad):
+    # Rows crossing several launch blocks; the bad index is the last element of the last
+    # row, so every block but one succeeds first. The CPU's class and text: RuntimeError,
+    # "index ... is out of bounds".
+    x = _rand((300, 131), torch.float32, 23)
+    idx = _idx(131, (300, 131), 24)
+    idx[-1, -1] = bad
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.gather(x, 1, idx)
+    with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds"):
+        torch.gather(_x(x), 1, _x(idx)).cpu()
+    with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds"):
+        _x(x).scatter(1, _x(idx), _x(x)).cpu()
+    with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds"):
+        _x(x).scatter_add(1, _x(idx), _x(x)).cpu()
+    # The device still works, and the tensors are intact.
+    ok = idx.clamp(0, 130)
+    _close(torch.gather(_x(x), 1, _x(ok)), torch.gather(x, 1, ok), exact=True)
+
+
+def test_gather_and_scatter_dense_rows_empty_and_single_column():
+    x = _rand((4, 7), torch.float32, 25)
+    for idx in (torch.empty(4, 0, dtype=torch.long), torch.empty(0, 7, dtype=torch.long), _idx(7, (4, 1), 26)):
+        _close(torch.gather(_x(x), 1, _x(idx)), torch.gather(x, 1, idx), exact=True)
+        src = torch.ones(idx.shape)
+        _close(_x(x).scatter(1, _x(idx), _x(src)), x.scatter(1, idx, src), exact=True)
+        _close(_x(x).scatter_add(1, _x(idx), _x(src)), x.scatter_add(1, idx, src), exact=True)
+
+
+# Row widths with tails and rows crossing the 64 KB launch blocks; 3-D for dim 1.
+SELECT_SHAPES = [(1, 1), (37, 5), (300, 129), (40, 3000), (6, 11, 17)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("shape", SELECT_SHAPES, ids=str)
+def test_index_select_and_embedding_match_cpu(shape, dtype):
+    x = (_rand(shape, torch.float32, 27) > 0) if dtype == torch.bool else _rand(shape, torch.float32, 27).to(dtype)
+    for dim in range(-len(shape), len(shape)):
+        idx = _idx(shape[dim], (2 * shape[dim] + 3,), 28)  # repeats, longer than the dim
+        for i in (idx, idx.int(), idx[:0]):
+            _close(torch.index_select(_x(x), dim, _x(i)), torch.index_select(x, dim, i), exact=True)
+    if len(shape) == 2:
+        idx = _idx(shape[0], (3, 5), 29)
+        _close(F.embedding(_x(idx), _x(x)), F.embedding(idx, x), exact=True)
+
+
+def test_index_select_strided_inputs_and_out_match_cpu():
+    base = _rand((50, 70), torch.float32, 30)
+    idx = _idx(50, (80,), 31)
+    for view in (lambda t: t.t(), lambda t: t[::2], lambda t: t[:, 1::3]):
+        x = view(base)
+        i = idx % x.shape[0]
+        _close(torch.index_select(view(_x(base)), 0, _x(i)), torch.index_select(x, 0, i), exact=True)
+        # A strided out, and a strided index.
+        want = torch.index_select(x, 0, i[::2])
+        out = torch.empty(want.t().shape).to("xxnpu").t()
+        torch.index_select(view(_x(base)), 0, _x(i)[::2], out=out)
+        _close(out, want, exact=True)
+
+
+@pytest.mark.parametrize("bad", [-1, 50, 1 << 33])
+def test_index_select_and_embedding_bad_index_is_an_index_error(bad):
+    x = _rand((50, 70), torch.float32, 32)
+    idx = _idx(50, (200,), 33)
+    idx[-1] = bad  # in the last block
+    with pytest.raises(IndexError):
+        torch.index_select(x, 0, idx)
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        torch.index_select(_x(x), 0, _x(idx)).cpu()
+    with pytest.raises(IndexError):
+        F.embedding(idx, x)
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        F.embedding(_x(idx), _x(x)).cpu()
+    ok = idx.clamp(0, 49)
+    _close(F.embedding(_x(ok), _x(x)), F.embedding(ok, x), exact=True)

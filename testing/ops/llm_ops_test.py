@@ -120,6 +120,25 @@ def test_silu_and_mul_matches_cpu(shape, dtype):
     assert_close(xx.silu_and_mul(xla(noncontig(x))), expected, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_and_mul_row_strided_and_extreme_values_match_cpu(dtype):
+    # Rows padded apart (a slice of wider rows: dense halves, so float32/bfloat16 take the
+    # SIMD row) with tails of every length up to a vector and a half; large magnitudes where
+    # exp overflows (silu(-100) is -0, silu(100) is 100) and NaN.
+    g = torch.Generator().manual_seed(5)
+    for d in (1, 7, 8, 15, 17, 24, 33):
+        wide = rand(6, 2 * d + 5, dtype=dtype, gen=g) * 4
+        wide[0, 0], wide[1, 1 % d], wide[2, 0] = -100.0, 100.0, float("nan")
+        x = wide[:, : 2 * d]
+        assert x.stride(0) == 2 * d + 5 and x.stride(1) == 1
+        expected = xx.silu_and_mul(x)
+        formula = (torch.nn.functional.silu(x[:, :d].float()) * x[:, d:].float()).to(dtype)
+        torch.testing.assert_close(expected, formula, equal_nan=True, **tol(dtype))
+        got = xx.silu_and_mul(xla(wide)[:, : 2 * d])
+        assert got.device.type == "xxnpu" and got.shape == expected.shape and got.is_contiguous()
+        torch.testing.assert_close(got.cpu(), expected, equal_nan=True, **tol(dtype))
+
+
 # ------------------------------------------------------------------ rotary_embedding
 
 def rope_cache(max_pos, rot_dim, dtype=torch.float32):
