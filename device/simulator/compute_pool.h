@@ -23,7 +23,9 @@ namespace xxnpu {
 
 class ComputePool {
  public:
-  explicit ComputePool(int threads);
+  // `spin_us`: how long an idle worker polls for the next job before it sleeps
+  // (XXNPU_SPIN_US, as the stream threads).
+  explicit ComputePool(int threads, int spin_us = 0);
   ~ComputePool();
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
@@ -51,6 +53,10 @@ class ComputePool {
   void WorkerLoop();
 
   const int threads_;
+  const int spin_us_;
+  // jobs_.size(), also readable without mu_: what an idle worker polls while it spins.
+  std::atomic<int> queued_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable work_cv_;  // workers wait for jobs
   std::condition_variable done_cv_;  // launchers wait for stragglers

@@ -248,7 +248,7 @@ class Runtime {
     for (int d = 0; d < config_.device_count; ++d) {
       auto dev = std::make_unique<DeviceState>();
       dev->index = d;
-      dev->pool = std::make_unique<ComputePool>(config_.compute_threads);
+      dev->pool = std::make_unique<ComputePool>(config_.compute_threads, config_.spin_us);
       devices_.push_back(std::move(dev));
     }
     for (int d = 0; d < config_.device_count; ++d) {
