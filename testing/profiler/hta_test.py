@@ -99,14 +99,17 @@ def ddp_with_overlap(rank, world, trace_dir):
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     x = torch.randn(64, 256, device="xxnpu")
     big = torch.ones(1 << 20, device="xxnpu")
-    m = torch.randn(256, 256, device="xxnpu")
+    # Enough matmul work to outlast the all_reduce's start on either rank: four 256^3
+    # products (~1 ms since the matmuls use both compute threads) could finish before
+    # rank 0's collective kernel began, and its overlap was then 0.
+    m = torch.randn(512, 512, device="xxnpu")
 
     def step(i):
         ddp(x).sum().backward()
         opt.step()
         opt.zero_grad()
         work = dist.all_reduce(big, async_op=True)
-        for _ in range(4):
+        for _ in range(8):
             m.copy_(m @ m * 1e-3)
         work.wait()
         torch.xxnpu.synchronize()
