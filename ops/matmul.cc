@@ -96,8 +96,9 @@ bool SmallM(const Gemm& g) {
 // call of ~0.5 MFLOP takes ~10 us, about what handing work to a compute thread costs.
 constexpr int64_t kMinTileFlops = 512 * 1024;
 // Tiles per batch item at most: two per compute thread even out uneven shares; more
-// would make each BLAS call smaller and repack the shared operand more often (a prefill's
-// [74, 256] @ [256, 1408] in 16 column tiles ran at 87 GFLOP/s, in 4 at ~150).
+// make each BLAS call smaller and repack the shared operand more often (a prefill's
+// [74, 256] @ [256, 1408], loaded machine: 16 column tiles 87 GFLOP/s, 4 tiles 91-95;
+// 160 GFLOP/s with 4 tiles on a quiet one).
 int64_t MaxTiles() {
   static const int64_t tiles = [] {
     // Every device runs the same number of compute threads (the runtime's configuration).
