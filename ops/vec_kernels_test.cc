@@ -162,6 +162,39 @@ TEST(VecKernels, UnaryKeepsNanAndInfinities) {
     k->unary(VecUnaryOp::kNeg, VecDtype::kFloat, out.data(), x.data(), 5);
     EXPECT_EQ(out[1], -inf);
     EXPECT_TRUE(std::signbit(out[3])) << k->capability;
+    // gelu: x * Phi(x) with Phi(+inf) = 1 and Phi(-inf) = 0, so -inf * 0 is NaN, as CUDA's.
+    k->unary(VecUnaryOp::kGelu, VecDtype::kFloat, out.data(), x.data(), 5);
+    EXPECT_TRUE(std::isnan(out[0])) << k->capability;
+    EXPECT_EQ(out[1], inf) << k->capability;
+    EXPECT_TRUE(std::isnan(out[2])) << k->capability;
+    EXPECT_EQ(out[3], 0.0f) << k->capability;
+    // gelu backward at NaN is NaN; at +-inf the derivative is Phi: 1 and 0.
+    const std::vector<float> g(x.size(), 1.0f);
+    k->binary(VecBinaryOp::kGeluBackward, VecDtype::kFloat, out.data(), VecOperand{g.data(), 0.0f},
+              VecOperand{x.data(), 0.0f}, 5, 0.0f);
+    EXPECT_TRUE(std::isnan(out[0])) << k->capability;
+    EXPECT_NEAR(out[3], 0.5f, 1e-6) << k->capability;
+  }
+}
+
+// gelu's cdf for x < 0 is erfc(|x| / sqrt 2) / 2 taken as it is. As 1 + erf(z) in float it
+// cancels: at x = -5 it kept one significant digit, from x = -6 on none. The approximation's
+// own relative error in the tail is 1% at x = -8 (0.2% at x = -5).
+TEST(VecKernels, GeluNegativeTailKeepsRelativeAccuracy) {
+  for (const VecKernels* k : Tables()) {
+    const std::vector<float> x = Values(301, -8, -3, 21);
+    std::vector<float> out(x.size()), dx(x.size());
+    const std::vector<float> g(x.size(), 1.0f);
+    k->unary(VecUnaryOp::kGelu, VecDtype::kFloat, out.data(), x.data(), 301);
+    k->binary(VecBinaryOp::kGeluBackward, VecDtype::kFloat, dx.data(), VecOperand{g.data(), 0.0f},
+              VecOperand{x.data(), 0.0f}, 301, 0.0f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double cdf = 0.5 * std::erfc(-x[i] / std::sqrt(2.0)), pdf = std::exp(-0.5 * x[i] * x[i]) / std::sqrt(2 * M_PI);
+      const double want = x[i] * cdf;
+      ASSERT_NEAR(out[i], want, 0.015 * std::abs(want)) << k->capability << " x=" << x[i];
+      // The backward cdf + x pdf cancels by itself (its terms have opposite signs): absolute.
+      ASSERT_NEAR(dx[i], cdf + x[i] * pdf, 1e-6) << k->capability << " x=" << x[i];
+    }
   }
 }
 
@@ -298,6 +331,20 @@ TEST(VecKernels, SumAndMaxOverTails) {
       x[n - 1] = std::numeric_limits<float>::quiet_NaN();
       EXPECT_TRUE(std::isnan(k->max(VecDtype::kFloat, x.data(), n))) << k->capability << " n=" << n;
     }
+    // The max and a NaN at every position of a row long enough for all of Max's parallel
+    // chains (4 x 32 bfloat16 lanes at most) plus a tail: each chain is folded in.
+    const int64_t n = 4 * 32 * 2 + 21;
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> x = Values(n, -3, 3, 5);
+      x[at] = 7.5f;  // exact in bfloat16 too
+      const std::vector<BFloat16> xb = Cast<BFloat16>(x);
+      ASSERT_EQ(k->max(VecDtype::kFloat, x.data(), n), 7.5f) << k->capability << " at=" << at;
+      ASSERT_EQ(k->max(VecDtype::kBFloat16, xb.data(), n), 7.5f) << k->capability << " at=" << at;
+      x[at] = std::numeric_limits<float>::quiet_NaN();
+      const std::vector<BFloat16> nb = Cast<BFloat16>(x);
+      ASSERT_TRUE(std::isnan(k->max(VecDtype::kFloat, x.data(), n))) << k->capability << " at=" << at;
+      ASSERT_TRUE(std::isnan(k->max(VecDtype::kBFloat16, nb.data(), n))) << k->capability << " at=" << at;
+    }
   }
 }
 
@@ -372,6 +419,19 @@ TEST(VecKernels, SoftmaxRowsMatchReference) {
           const double want = log ? v - mxb - std::log(sumb) : std::exp(v - mxb) / sumb;
           ASSERT_TRUE(Close(static_cast<float>(outb[i]), want, 8e-3, 1e-6)) << "bf16 log=" << log << " i=" << i;
         }
+      }
+    }
+    // bfloat16 rows longer than the float row a compute thread keeps: exp is recomputed.
+    for (const int64_t n : {int64_t{(1 << 16) - 3}, int64_t{(1 << 16) + 5}}) {
+      const std::vector<BFloat16> xb = Cast<BFloat16>(Values(n, -20, 20, 10));
+      std::vector<BFloat16> outb(n);
+      k->softmax(false, VecDtype::kBFloat16, outb.data(), xb.data(), n);
+      double mxb = -INFINITY, sumb = 0;
+      for (BFloat16 v : xb) mxb = std::max<double>(mxb, static_cast<float>(v));
+      for (BFloat16 v : xb) sumb += std::exp(static_cast<float>(v) - mxb);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(static_cast<float>(xb[i]) - mxb) / sumb;
+        ASSERT_TRUE(Close(static_cast<float>(outb[i]), want, 8e-3, 1e-9)) << k->capability << " n=" << n << " i=" << i;
       }
     }
     // In place, as torch's softmax_(x) would.
