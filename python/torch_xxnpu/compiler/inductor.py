@@ -515,8 +515,26 @@ class XxnpuCppWrapper(CppWrapperCpu):
         return XxnpuCppWrapper()
 
     def __init__(self) -> None:
+        if V.graph.aot_mode:
+            # AOTInductor: the model's device (package metadata, its runner, the device of
+            # its constants) is xxnpu. The JIT wrapper keeps "cpu": it is what selects the
+            # CPU's build of the wrapper module.
+            self.device = DEVICE
         super().__init__()
+        self.needs_vec_isa = True  # the kernels are the CPU's vectorised C++
         self._xxnpu_kernels: dict = {}
+
+    def codegen_model_constructor(self):
+        # AOTI's runtime keeps the constant blob in host memory on any device but CUDA, XPU
+        # and MPS (torch 2.13, aoti_runtime/model_base.h): weights baked into the .so would be
+        # host memory posing as xxnpu tensors. They are loaded as xxnpu tensors instead.
+        if V.graph.constants and config.aot_inductor.package_constants_in_so:
+            raise NotImplementedError(
+                "AOTInductor on xxnpu: compile with inductor_configs={'aot_inductor.package_constants_in_so': False} "
+                "and load the weights as xxnpu tensors after loading the package "
+                "(compiled.load_constants(state_dict, check_full_update=True)); docs/compile.md"
+            )
+        return super().codegen_model_constructor()
 
     def add_device_include(self, device: str) -> None:
         if device != DEVICE:
@@ -677,11 +695,32 @@ def _codegen_version_pass():
     return XxnpuCodegenVersion()
 
 
+def _cpu_wrapper_header_for_xxnpu() -> None:
+    """AOTInductor precompiles ``aoti_include/<device>.h`` (codecache._get_cpp_wrapper_header):
+    torch ships none for xxnpu. An xxnpu wrapper's host side is the CPU's (XxnpuCppWrapper
+    includes the CPU header), so the CPU's header is the one to precompile. Upstream: a
+    header per registered backend, or the CPU's for a C++-codegen backend."""
+    from torch._inductor import codecache
+
+    if getattr(codecache._get_cpp_wrapper_header, "_xxnpu", False):
+        return
+    original = codecache._get_cpp_wrapper_header
+
+    def _get_cpp_wrapper_header(device: str, aot_mode: bool = False) -> str:
+        if device.split(":", 1)[0] == DEVICE:
+            device = "cpu"
+        return original(device, aot_mode)
+
+    _get_cpp_wrapper_header._xxnpu = True
+    codecache._get_cpp_wrapper_header = _get_cpp_wrapper_header
+
+
 def register(common) -> None:
     """Registers the backend with torch._inductor.codegen.common (given as ``common``)."""
     _xxnpu_is_a_cpp_backend(common)
     _treat_xxnpu_nodes_as_cpp_codegen()
     _flush_before_deviceless_extern_nodes()
+    _cpu_wrapper_header_for_xxnpu()
     # The C++ wrapper's device enum for buffers it allocates (aoti_torch_empty_strided):
     # PrivateUse1 is xxnpu.
     from torch._inductor.codegen import cpp_utils
