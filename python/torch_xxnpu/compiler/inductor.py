@@ -16,6 +16,9 @@ things differ:
 - Buffers are allocated with ``empty_strided(..., device='xxnpu:N')`` (Inductor's generic
   path, plus the index) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
   they dispatch to the xxnpu kernels.
+
+With ``cpp_wrapper=True`` and AOTInductor, XxnpuCppWrapper launches the same kernels through
+the same launcher from C++ (docs/compile.md, "cpp_wrapper=True and AOTInductor").
 """
 import contextlib
 import functools
