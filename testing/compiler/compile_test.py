@@ -500,7 +500,9 @@ def _cpp_wrapper_graph(x, y, a, b, c, i):
     reduced = x.sum(1) + x.amax(1)
     mm = torch.relu(a @ b + c) * 0.5
     gathered = y[i] * 3
-    return chain, reduced, mm, gathered
+    # An ATen fallback without a C shim: dispatched by name at run time (to xxnpu's sort).
+    ranked = torch.sort(x, -1).values + 1
+    return chain, reduced, mm, gathered, ranked
 
 
 def _cpp_wrapper_inputs():
@@ -553,6 +555,7 @@ def test_cpp_wrapper_launches_generated_kernels_as_device_kernels(cpp_wrapper_co
     # The matmul is the xxnpu ATen kernel (torch_xxnpu's aoti_torch_xxnpu_addmm_out / mm_out
     # shim), not the CPU fallback.
     assert any(n.startswith("xxnpu::") and "mm" in n for n in names), names
+    assert any(n.startswith("xxnpu::") and "sort" in n for n in names), names
     assert torch_xxnpu.ops.fallback_counts() == {}
 
 
@@ -586,12 +589,20 @@ def test_cpp_wrapper_kernel_fault_is_a_sticky_error_naming_it(cpp_wrapper_compil
 
 
 def test_cpp_wrapper_extern_kernel_without_xxnpu_shim_is_refused_clearly():
-    # Only mm/addmm/bmm have xxnpu C shims; any other ATen fallback in a C++ wrapper is
-    # refused at code generation, naming the op (before any C++ compile).
+    # Extern kernels the C++ wrapper calls through a C shim: only mm/addmm/bmm have an
+    # xxnpu one; any other is refused at code generation, naming it (before any C++ compile).
     torch._dynamo.reset()
-    x = torch.randn(16, device="xxnpu")
-    with pytest.raises(Exception, match=r"extern kernel \S*sort\S* \(aoti_torch_xxnpu_sort\w*\) has no xxnpu C shim"):
-        torch.compile(lambda x: torch.sort(x).values + 1, options={"cpp_wrapper": True})(x)
+    x, w = torch.randn(1, 4, 8, 8, device="xxnpu"), torch.randn(4, 4, 3, 3, device="xxnpu")
+    with pytest.raises(Exception, match=r"extern kernel aoti_torch_xxnpu_convolution has no xxnpu C shim"):
+        torch.compile(lambda x: F.conv2d(x, w) + 1, options={"cpp_wrapper": True})(x)
+
+
+def test_cpp_wrapper_fallback_returning_integers_is_refused_clearly():
+    # torch 2.13's runtime-dispatch codegen cannot take integer outputs (SDPA's on xxnpu).
+    torch._dynamo.reset()
+    q = torch.randn(1, 2, 4, 8, device="xxnpu")
+    with pytest.raises(Exception, match=r"_scaled_dot_product_fused_attention_overrideable.* returns integers"):
+        torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q) * 2, options={"cpp_wrapper": True})(q)
 
 
 # ---------------------------------------------------------------- opcheck --compile

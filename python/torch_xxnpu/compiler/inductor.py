@@ -573,13 +573,47 @@ class XxnpuCppWrapper(CppWrapperCpu):
                 args.append(arg if isinstance(arg, str) else str(arg))
         self.writeline(self.wrap_kernel_call(f"xxnpu_compiled::Kernel<&{kernel_name}>::launch", args))
 
+    def generate_fallback_kernel(self, node) -> None:
+        # An ATen op Inductor leaves to ATen on xxnpu: torch has no aoti_torch_xxnpu_<op>
+        # shim for it, so it takes Inductor's runtime-lookup path (the one it uses for custom
+        # ops): the op through the dispatcher by name, with the xxnpu tensors (through Python
+        # in a JIT wrapper, the proxy executor in an AOTI model).
+        import torch
+
+        device = node.get_device()
+        if (
+            device is not None and device.type == DEVICE and isinstance(node.op_overload, torch._ops.OpOverload)
+            and self.get_c_shim_func_name(node.cpp_kernel_name, DEVICE) not in _XXNPU_SHIM_FUNCTIONS
+        ):
+            import sympy
+
+            if any(isinstance(out, (int, sympy.Expr)) for out in node.outputs or ()):
+                # torch 2.13's runtime-lookup codegen (CppWrapperCpu.
+                # generate_fallback_kernel_with_runtime_lookup_nopython) declares every output
+                # a tensor handle, integer outputs included: C++ that does not compile.
+                raise NotImplementedError(
+                    f"torch.compile on xxnpu with cpp_wrapper=True / AOTInductor: {node.op_overload} returns "
+                    "integers, which torch 2.13's C++ wrapper cannot take from a runtime-dispatched op; "
+                    "the default Python wrapper supports it (docs/compile.md)"
+                )
+            self.generate_fallback_kernel_with_runtime_lookup(
+                node.get_name(),
+                node.python_kernel_name,
+                lambda: [*node.codegen_args(), *node.codegen_kwargs()],
+                node.op_overload,
+                node.export_extern_kernel_node(),
+                node.outputs if node.outputs else node.mutation_outputs,
+            )
+            return
+        super().generate_fallback_kernel(node)
+
     def generate_c_shim_extern_kernel_call(self, kernel, args, device, **kwargs) -> None:
         if device == DEVICE:
             name = self.get_c_shim_func_name(kernel, device)
             if name not in _XXNPU_SHIM_FUNCTIONS:
                 raise NotImplementedError(
-                    f"torch.compile on xxnpu with cpp_wrapper=True / AOTInductor: the extern kernel {kernel} "
-                    f"({name}) has no xxnpu C shim yet (there are: {', '.join(sorted(_XXNPU_SHIM_FUNCTIONS))}); "
+                    f"torch.compile on xxnpu with cpp_wrapper=True / AOTInductor: the extern kernel {kernel}"
+                    f"{'' if name == kernel else f' ({name})'} has no xxnpu C shim yet (there are: {', '.join(sorted(_XXNPU_SHIM_FUNCTIONS))}); "
                     "the default Python wrapper supports it (docs/compile.md)"
                 )
         super().generate_c_shim_extern_kernel_call(kernel, args, device, **kwargs)
