@@ -1,6 +1,7 @@
 // Running an AOTInductor package on xxnpu from C++ (no Python): the package
 // testing/compiler/aoti_test.py compiles (torch._inductor.aoti_compile_and_package of
-// TinyMlp there: relu(x @ W^T + b) * 2, summed over the last dim), loaded with libtorch's
+// TinyMlp there: relu(x @ W^T + b) * 2 summed over the last dim, plus the largest of x
+// sorted, an op the package runs through torch's proxy executor), loaded with libtorch's
 // AOTIModelPackageLoader, its weight given as an xxnpu tensor, run on xxnpu, checked
 // against the same computation on the CPU.
 //
@@ -18,6 +19,7 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
 
   const std::vector<at::Tensor> outputs = loader.run({Input().to(device)});
   c10::impl::VirtualGuardImpl(c10::DeviceType::PrivateUse1).synchronizeDevice(0);
-  const at::Tensor expected = at::relu(at::linear(Input(), Weight(), Bias())).mul(2).sum(-1);
+  const at::Tensor expected = at::relu(at::linear(Input(), Weight(), Bias())).mul(2).sum(-1) +
+                              std::get<0>(at::sort(Input(), -1)).amax(-1);
   const bool ok = outputs.size() == 1 && outputs[0].device() == device &&
                   at::allclose(outputs[0].cpu(), expected, 1e-5, 1e-5);
   std::printf("output on %s: %s\n", outputs.empty() ? "-" : outputs[0].device().str().c_str(),

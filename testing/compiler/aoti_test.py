@@ -36,7 +36,9 @@ class TinyMlp(nn.Module):
             self.lin.bias.copy_(torch.arange(8, dtype=torch.float32) * 0.1 - 0.3)
 
     def forward(self, x):
-        return (self.lin(x).relu() * 2).sum(-1)
+        # sort: an ATen fallback without a C shim, run by the package through torch's proxy
+        # executor (the op by name), on xxnpu.
+        return (self.lin(x).relu() * 2).sum(-1) + torch.sort(x, -1).values.amax(-1)
 
 
 def _input():
@@ -82,9 +84,11 @@ def test_package_kernels_are_xxnpu_device_kernels(package):
         torch.xxnpu.synchronize()
     names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
     # The epilogue (relu, * 2, sum) is a generated kernel, launched on the device under its
-    # Inductor name; the matmul is the xxnpu addmm kernel, not the CPU fallback.
+    # Inductor name; the matmul is the xxnpu addmm kernel and the sort xxnpu's, not the CPU
+    # fallback.
     assert any(GENERATED.match(n) and "relu" in n for n in names), names
     assert any(n.startswith("xxnpu::") and "mm" in n for n in names), names
+    assert any(n.startswith("xxnpu::") and "sort" in n for n in names), names
     assert torch_xxnpu.ops.fallback_counts() == {}
 
 
