@@ -489,14 +489,120 @@ def test_cpp_compile_error_names_the_kernel_and_its_source():
             torch.compile(lambda x: torch.relu(x) + 1)(x)
 
 
-def test_cpp_wrapper_is_refused_with_a_clear_error():
-    # CppWrapperCpu would call the kernels on the host with device pointers; until the C++
-    # wrapper launches them (docs/compile.md), it is refused before anything is generated.
+# ---------------------------------------------------------------- cpp_wrapper=True
+# A C++ wrapper includes torch's headers: each compile is ~30 s here, so one graph covers an
+# elementwise chain, a reduction, a matmul with an epilogue and an indexed read, and is
+# compiled once for the cases below.
+
+
+def _cpp_wrapper_graph(x, y, a, b, c, i):
+    chain = ((x + y) * 2).relu() - y.sigmoid()
+    reduced = x.sum(1) + x.amax(1)
+    mm = torch.relu(a @ b + c) * 0.5
+    gathered = y[i] * 3
+    # An ATen fallback without a C shim: dispatched by name at run time (to xxnpu's sort).
+    ranked = torch.sort(x, -1).values + 1
+    return chain, reduced, mm, gathered, ranked
+
+
+def _cpp_wrapper_inputs():
+    torch.manual_seed(0)
+    cpu = [torch.randn(37, 129), torch.randn(37, 129), torch.randn(64, 32), torch.randn(32, 48), torch.randn(48)]
+    cpu.append(torch.tensor([0, 5, 36]))
+    return cpu, [t.to("xxnpu") for t in cpu]
+
+
+@pytest.fixture(scope="module")
+def cpp_wrapper_compiled():
+    from torch._inductor.utils import run_and_get_code
+
     torch._dynamo.reset()
-    x = torch.randn(8, device="xxnpu")
-    with inductor_config.patch({"cpp_wrapper": True}):
-        with pytest.raises(Exception, match=r"cpp_wrapper=True \(and AOTInductor\) is not supported yet"):
-            torch.compile(lambda x: x.sin() + 2)(x)
+    cpu, dev = _cpp_wrapper_inputs()
+    cf = torch.compile(_cpp_wrapper_graph, options={"cpp_wrapper": True})
+    _, codes = run_and_get_code(cf, *dev)
+    torch.xxnpu.synchronize()
+    return cf, "\n".join(codes)
+
+
+def test_cpp_wrapper_matches_cpu_eager(cpp_wrapper_compiled):
+    cf, _ = cpp_wrapper_compiled
+    cpu, dev = _cpp_wrapper_inputs()
+    got, want = cf(*dev), _cpp_wrapper_graph(*cpu)
+    for g, w in zip(got, want):
+        assert g.device == torch.device("xxnpu", 0)  # buffers the C++ wrapper allocated
+        _close(g, w)
+
+
+def test_cpp_wrapper_launches_generated_kernels_as_device_kernels(cpp_wrapper_compiled):
+    cf, code = cpp_wrapper_compiled
+    # The C++ wrapper, not the Python one, and its kernel calls go through the launcher.
+    assert "cpp_wrapper_src" in code and "inductor_entry_impl" in code
+    launched = set(re.findall(r"xxnpu_compiled::Kernel<&(cpp_fused_\w+)>::launch\(", code))
+    assert len(launched) >= 2, launched
+    # No kernel is called directly on the host thread.
+    for name in launched:
+        assert not re.search(rf"(?<![&\w]){name}\((?!const|int|float|double|long|bool)", code.split("inductor_entry_impl")[-1]), name
+    _, dev = _cpp_wrapper_inputs()
+    torch_xxnpu.ops.reset_fallback_counts()
+    with profile(activities=ACTIVITIES) as prof:
+        cf(*dev)
+        torch.xxnpu.synchronize()
+    kernels = _device_kernels(prof)
+    names = [k.name for k in kernels]
+    # Every generated kernel ran on the device under its Inductor name, on the current stream.
+    assert {n for n in names if GENERATED.match(n)} == launched, names
+    assert all(k.device_time_total > 0 for k in kernels if GENERATED.match(k.name))
+    # The matmul is the xxnpu ATen kernel (torch_xxnpu's aoti_torch_xxnpu_addmm_out / mm_out
+    # shim), not the CPU fallback.
+    assert any(n.startswith("xxnpu::") and "mm" in n for n in names), names
+    assert any(n.startswith("xxnpu::") and "sort" in n for n in names), names
+    assert torch_xxnpu.ops.fallback_counts() == {}
+
+
+def test_cpp_wrapper_kernel_trace_args_carry_bytes_and_fused_nodes(cpp_wrapper_compiled, tmp_path):
+    cf, _ = cpp_wrapper_compiled
+    _, dev = _cpp_wrapper_inputs()
+    with profile(activities=ACTIVITIES) as prof:
+        cf(*dev)
+        torch.xxnpu.synchronize()
+    generated = [k for k in _trace_kernels(prof, tmp_path) if GENERATED.match(k["name"])]
+    assert generated
+    for k in generated:
+        assert k["args"]["bytes"] > 0, k
+        assert k["args"]["stream"] == torch.xxnpu.current_stream().stream_id
+    # The elementwise chain is in one kernel (with whatever Inductor fused beside it), named
+    # by the traced graph's nodes (the last is the variable it was assigned to).
+    fused = [k["args"].get("fused nodes", "") for k in generated]
+    assert any(f.startswith("add, mul, relu, sigmoid, chain") for f in fused), fused
+
+
+def test_cpp_wrapper_kernel_fault_is_a_sticky_error_naming_it(cpp_wrapper_compiled):
+    cf, _ = cpp_wrapper_compiled
+    cpu, dev = _cpp_wrapper_inputs()
+    dev[-1] = torch.tensor([0, 5, 99], device="xxnpu")
+    cf(*dev)  # returns: the launch is asynchronous
+    with pytest.raises(RuntimeError, match=r"kernel 'cpp_fused_\w+' failed on xxnpu:0 .*index out of bounds"):
+        torch.xxnpu.synchronize()
+    torch.xxnpu.synchronize()
+    _, dev = _cpp_wrapper_inputs()
+    _close(cf(*dev)[3], _cpp_wrapper_graph(*cpu)[3])
+
+
+def test_cpp_wrapper_extern_kernel_without_xxnpu_shim_is_refused_clearly():
+    # Extern kernels the C++ wrapper calls through a C shim: only mm/addmm/bmm have an
+    # xxnpu one; any other is refused at code generation, naming it (before any C++ compile).
+    torch._dynamo.reset()
+    x, w = torch.randn(1, 4, 8, 8, device="xxnpu"), torch.randn(4, 4, 3, 3, device="xxnpu")
+    with pytest.raises(Exception, match=r"extern kernel aoti_torch_xxnpu_convolution has no xxnpu C shim"):
+        torch.compile(lambda x: F.conv2d(x, w) + 1, options={"cpp_wrapper": True})(x)
+
+
+def test_cpp_wrapper_fallback_returning_integers_is_refused_clearly():
+    # torch 2.13's runtime-dispatch codegen cannot take integer outputs (SDPA's on xxnpu).
+    torch._dynamo.reset()
+    q = torch.randn(1, 2, 4, 8, device="xxnpu")
+    with pytest.raises(Exception, match=r"_scaled_dot_product_fused_attention_overrideable.* returns integers"):
+        torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q) * 2, options={"cpp_wrapper": True})(q)
 
 
 # ---------------------------------------------------------------- opcheck --compile

@@ -16,6 +16,9 @@ things differ:
 - Buffers are allocated with ``empty_strided(..., device='xxnpu:N')`` (Inductor's generic
   path, plus the index) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
   they dispatch to the xxnpu kernels.
+
+With ``cpp_wrapper=True`` and AOTInductor, XxnpuCppWrapper launches the same kernels through
+the same launcher from C++ (docs/compile.md, "cpp_wrapper=True and AOTInductor").
 """
 import contextlib
 import functools
@@ -356,17 +359,264 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
 
-class XxnpuCppWrapperUnsupported(CppWrapperCpu):
-    """Stands where Inductor looks for the cpp_wrapper codegen: CppWrapperCpu would call
-    each kernel directly on the host thread with device pointers. The C++ wrapper needs the
-    same launch as the Python one (docs/compile.md, "Not yet")."""
+# C++ written once into a cpp_wrapper / AOTInductor wrapper that runs xxnpu kernels. The
+# wrapper gets torch_xxnpu's CompiledKernelApi (ops/compiled_kernel_launch.h, the ABI: keep
+# in step) from the op xxnpu::_compiled_kernel_api through the AOTI shim's
+# aoti_torch_call_dispatcher. Why that way: it is the one call a JIT wrapper (loaded by
+# Python next to a _C that Python loaded RTLD_LOCAL, so dlsym cannot see it) and an AOTI
+# model .so (loaded by any C++ program that links torch_xxnpu's ops) can both make, with no
+# link-time dependency on torch_xxnpu and no address passed in from outside.
+_CPP_WRAPPER_PRELUDE = r"""
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace xxnpu_compiled {
+struct Launch {
+    uint32_t abi_version;
+    uint32_t nargs;
+    const char* name;
+    const char* fused_nodes;
+    uint64_t bytes;
+    const char* (*entry)(const uint64_t* args);
+    const uint64_t* args;
+    const uint8_t* pointee_size;
+};
+
+struct Api {
+    uint32_t abi_version;
+    uint32_t size;
+    const char* (*launch)(const Launch*);
+    const char* (*intern)(const char*);
+    int32_t (*mm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle);
+    int32_t (*addmm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, double);
+    int32_t (*bmm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle);
+};
+
+inline const Api& api() {
+    static const Api* table = [] {
+        StableIValue stack[1] = {0};
+        if (aoti_torch_call_dispatcher("xxnpu::_compiled_kernel_api", "", stack) != AOTI_TORCH_SUCCESS) {
+            throw std::runtime_error(
+                "xxnpu compiled kernels: torch.ops.xxnpu._compiled_kernel_api is not registered "
+                "(link torch_xxnpu's ops, or import torch_xxnpu)");
+        }
+        const Api* a = reinterpret_cast<const Api*>(static_cast<uintptr_t>(stack[0]));
+        if (a->abi_version != 3 || a->size < sizeof(Api)) {
+            throw std::runtime_error("xxnpu compiled kernels: this wrapper was built for launch ABI 3, torch_xxnpu has "
+                                     + std::to_string(a->abi_version) + "; recompile");
+        }
+        return a;
+    }();
+    return *table;
+}
+
+template <typename T> constexpr uint8_t pointee_size() {
+    if constexpr (std::is_pointer_v<T>) {
+        return static_cast<uint8_t>(sizeof(std::remove_pointer_t<T>));
+    } else {
+        return 0;
+    }
+}
+
+template <typename T> inline uint64_t pack(T value) {
+    uint64_t bits = 0;
+    if constexpr (std::is_pointer_v<T>) {
+        bits = reinterpret_cast<uintptr_t>(value);
+    } else {
+        static_assert(sizeof(T) <= sizeof(bits), "kernel scalar wider than 8 bytes");
+        std::memcpy(&bits, &value, sizeof(T));
+    }
+    return bits;
+}
+
+template <typename T> inline T unpack(uint64_t bits) {
+    if constexpr (std::is_pointer_v<T>) {
+        return reinterpret_cast<T>(static_cast<uintptr_t>(bits));
+    } else {
+        T value;
+        std::memcpy(&value, &bits, sizeof(T));
+        return value;
+    }
+}
+
+// One instantiation per generated kernel (Fn): its device-thread entry, and the kernel's
+// name and fused-node list interned once.
+template <auto Fn> struct Kernel;
+template <typename... A, void (*Fn)(A...)> struct Kernel<Fn> {
+    template <size_t... I> static void call(const uint64_t* args, std::index_sequence<I...>) {
+        Fn(unpack<A>(args[I])...);
+    }
+
+    // Runs on the device thread with device-visible pointers; never lets an exception
+    // cross into the runtime: it returns the message instead.
+    static const char* entry(const uint64_t* args) {
+        try {
+            call(args, std::index_sequence_for<A...>{});
+            return nullptr;
+        } catch (const std::exception& e) {
+            thread_local std::string message;
+            message = e.what();
+            return message.c_str();
+        } catch (...) {
+            return "the generated kernel threw a non-standard exception";
+        }
+    }
+
+    static void launch(const char* name, const char* fused_nodes, uint64_t bytes, A... a) {
+        static const char* const interned_name = api().intern(name);
+        static const char* const interned_nodes = fused_nodes[0] ? api().intern(fused_nodes) : nullptr;
+        const uint64_t args[] = {pack(a)..., 0};
+        const uint8_t sizes[] = {pointee_size<A>()..., 0};
+        const Launch l{3, static_cast<uint32_t>(sizeof...(A)), interned_name, interned_nodes, bytes, &entry, args, sizes};
+        if (const char* error = api().launch(&l)) {
+            throw std::runtime_error(error);
+        }
+    }
+};
+}  // namespace xxnpu_compiled
+
+// The C-shim functions Inductor calls for xxnpu extern kernels (torch ships them for its
+// in-tree devices only): torch_xxnpu's, which dispatch to the xxnpu ATen kernels.
+static inline AOTITorchError aoti_torch_xxnpu_mm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
+    return xxnpu_compiled::api().mm_out(out, self, mat2);
+}
+static inline AOTITorchError aoti_torch_xxnpu_addmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat1,
+                                                        AtenTensorHandle mat2, double beta, double alpha) {
+    return xxnpu_compiled::api().addmm_out(out, self, mat1, mat2, beta, alpha);
+}
+static inline AOTITorchError aoti_torch_xxnpu_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
+    return xxnpu_compiled::api().bmm_out(out, self, mat2);
+}
+"""
+
+# The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
+_XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out"})
+
+
+def _cpp_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class XxnpuCppWrapper(CppWrapperCpu):
+    """The C++ wrapper (cpp_wrapper=True; AOTInductor) for xxnpu graphs: CppWrapperCpu,
+    except that each generated kernel is launched as a device kernel through torch_xxnpu's
+    launcher (as the Python wrapper's bindings do) instead of being called on the host
+    thread with device pointers, and that the C-shim calls of extern kernels on xxnpu
+    (``aoti_torch_xxnpu_mm_out`` ...) are torch_xxnpu's (_CPP_WRAPPER_PRELUDE).
+
+    The wrapper is compiled as the CPU's (``self.device`` stays "cpu": same toolchain, flags
+    and headers); buffers are ``aoti_torch_empty_strided`` on PrivateUse1 (DEVICE_TO_ATEN).
+    """
 
     @staticmethod
-    def create(*args, **kwargs):
-        raise NotImplementedError(
-            "torch.compile on xxnpu: cpp_wrapper=True (and AOTInductor) is not supported yet; "
-            "the default Python wrapper is (docs/compile.md)"
-        )
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        # CppWrapperCpu does not lift subgraphs either (its create ignores them).
+        return XxnpuCppWrapper()
+
+    def __init__(self) -> None:
+        if V.graph.aot_mode:
+            # AOTInductor: the model's device (package metadata, its runner, the device of
+            # its constants) is xxnpu. The JIT wrapper keeps "cpu": it is what selects the
+            # CPU's build of the wrapper module.
+            self.device = DEVICE
+        super().__init__()
+        self.needs_vec_isa = True  # the kernels are the CPU's vectorised C++
+        self._xxnpu_kernels: dict = {}
+
+    def codegen_model_constructor(self):
+        # AOTI's runtime keeps the constant blob in host memory on any device but CUDA, XPU
+        # and MPS (torch 2.13, aoti_runtime/model_base.h): weights baked into the .so would be
+        # host memory posing as xxnpu tensors. They are loaded as xxnpu tensors instead.
+        if V.graph.constants and config.aot_inductor.package_constants_in_so:
+            raise NotImplementedError(
+                "AOTInductor on xxnpu: compile with inductor_configs={'aot_inductor.package_constants_in_so': False} "
+                "and load the weights as xxnpu tensors after loading the package "
+                "(compiled.load_constants(state_dict, check_full_update=True)); docs/compile.md"
+            )
+        return super().codegen_model_constructor()
+
+    def add_device_include(self, device: str) -> None:
+        if device != DEVICE:
+            return super().add_device_include(device)
+        if DEVICE in self.included_devices:
+            return
+        # There is no cpp_wrapper/xxnpu.h: the host side of an xxnpu wrapper is the CPU's.
+        super().add_device_include("cpu")
+        self.included_devices.add(DEVICE)
+        self.header.splice(_CPP_WRAPPER_PRELUDE)
+
+    def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
+        nbytes = getattr(self, "_xxnpu_pending_bytes", None)
+        if nbytes is not None and not gpu:
+            self._xxnpu_kernels[kernel_name] = (nbytes, getattr(self, "_xxnpu_pending_fused_nodes", None) or "")
+        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if triton or device.type != DEVICE:
+            return super()._generate_kernel_call_helper(
+                kernel_name, call_args, device=device, triton=triton, arg_types=arg_types, **kwargs
+            )
+        assert kernel_name in self._xxnpu_kernels, f"xxnpu kernel {kernel_name} was not defined by XxnpuScheduling"
+        self.add_device_include(DEVICE)
+        nbytes, fused_nodes = self._xxnpu_kernels[kernel_name]
+        assert arg_types is not None and len(call_args) == len(arg_types)
+        args = [_cpp_string(kernel_name), _cpp_string(fused_nodes), f"UINT64_C({int(nbytes)})"]
+        for arg, arg_type in zip(call_args, arg_types):
+            if isinstance(arg_type, str) and "*" in arg_type:
+                args.append(f"({arg_type})({arg}.data_ptr())")
+            else:
+                args.append(arg if isinstance(arg, str) else str(arg))
+        self.writeline(self.wrap_kernel_call(f"xxnpu_compiled::Kernel<&{kernel_name}>::launch", args))
+
+    def generate_fallback_kernel(self, node) -> None:
+        # An ATen op Inductor leaves to ATen on xxnpu: torch has no aoti_torch_xxnpu_<op>
+        # shim for it, so it takes Inductor's runtime-lookup path (the one it uses for custom
+        # ops): the op through the dispatcher by name, with the xxnpu tensors (through Python
+        # in a JIT wrapper, the proxy executor in an AOTI model).
+        import torch
+
+        device = node.get_device()
+        if (
+            device is not None and device.type == DEVICE and isinstance(node.op_overload, torch._ops.OpOverload)
+            and self.get_c_shim_func_name(node.cpp_kernel_name, DEVICE) not in _XXNPU_SHIM_FUNCTIONS
+        ):
+            import sympy
+
+            if any(isinstance(out, (int, sympy.Expr)) for out in node.outputs or ()):
+                # torch 2.13's runtime-lookup codegen (CppWrapperCpu.
+                # generate_fallback_kernel_with_runtime_lookup_nopython) declares every output
+                # a tensor handle, integer outputs included: C++ that does not compile.
+                raise NotImplementedError(
+                    f"torch.compile on xxnpu with cpp_wrapper=True / AOTInductor: {node.op_overload} returns "
+                    "integers, which torch 2.13's C++ wrapper cannot take from a runtime-dispatched op; "
+                    "the default Python wrapper supports it (docs/compile.md)"
+                )
+            self.generate_fallback_kernel_with_runtime_lookup(
+                node.get_name(),
+                node.python_kernel_name,
+                lambda: [*node.codegen_args(), *node.codegen_kwargs()],
+                node.op_overload,
+                node.export_extern_kernel_node(),
+                node.outputs if node.outputs else node.mutation_outputs,
+            )
+            return
+        super().generate_fallback_kernel(node)
+
+    def generate_c_shim_extern_kernel_call(self, kernel, args, device, **kwargs) -> None:
+        if device == DEVICE:
+            name = self.get_c_shim_func_name(kernel, device)
+            if name not in _XXNPU_SHIM_FUNCTIONS:
+                raise NotImplementedError(
+                    f"torch.compile on xxnpu with cpp_wrapper=True / AOTInductor: the extern kernel {kernel}"
+                    f"{'' if name == kernel else f' ({name})'} has no xxnpu C shim yet (there are: {', '.join(sorted(_XXNPU_SHIM_FUNCTIONS))}); "
+                    "the default Python wrapper supports it (docs/compile.md)"
+                )
+        super().generate_c_shim_extern_kernel_call(kernel, args, device, **kwargs)
 
 
 class XxnpuDeviceOpOverrides(DeviceOpOverrides):
@@ -482,13 +732,39 @@ def _codegen_version_pass():
     return XxnpuCodegenVersion()
 
 
+def _cpu_wrapper_header_for_xxnpu() -> None:
+    """AOTInductor precompiles ``aoti_include/<device>.h`` (codecache._get_cpp_wrapper_header):
+    torch ships none for xxnpu. An xxnpu wrapper's host side is the CPU's (XxnpuCppWrapper
+    includes the CPU header), so the CPU's header is the one to precompile. Upstream: a
+    header per registered backend, or the CPU's for a C++-codegen backend."""
+    from torch._inductor import codecache
+
+    if getattr(codecache._get_cpp_wrapper_header, "_xxnpu", False):
+        return
+    original = codecache._get_cpp_wrapper_header
+
+    def _get_cpp_wrapper_header(device: str, aot_mode: bool = False) -> str:
+        if device.split(":", 1)[0] == DEVICE:
+            device = "cpu"
+        return original(device, aot_mode)
+
+    _get_cpp_wrapper_header._xxnpu = True
+    codecache._get_cpp_wrapper_header = _get_cpp_wrapper_header
+
+
 def register(common) -> None:
     """Registers the backend with torch._inductor.codegen.common (given as ``common``)."""
     _xxnpu_is_a_cpp_backend(common)
     _treat_xxnpu_nodes_as_cpp_codegen()
     _flush_before_deviceless_extern_nodes()
+    _cpu_wrapper_header_for_xxnpu()
+    # The C++ wrapper's device enum for buffers it allocates (aoti_torch_empty_strided):
+    # PrivateUse1 is xxnpu.
+    from torch._inductor.codegen import cpp_utils
+
+    cpp_utils.DEVICE_TO_ATEN.setdefault(DEVICE, "at::kPrivateUse1")
     common.register_backend_for_device(
-        DEVICE, XxnpuScheduling, XxnpuPythonWrapperCodegen, XxnpuCppWrapperUnsupported,
+        DEVICE, XxnpuScheduling, XxnpuPythonWrapperCodegen, XxnpuCppWrapper,
         device_custom_pass=_codegen_version_pass(),
     )
     common.register_device_op_overrides(DEVICE, XxnpuDeviceOpOverrides())

@@ -1,0 +1,187 @@
+// The launcher of Inductor's generated xxnpu kernels, and the API table the C++ wrappers
+// (cpp_wrapper=True, AOTInductor) reach it through. See compiled_kernel_launch.h.
+#include "ops/compiled_kernel_launch.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "device/c10/xxnpu_stream.h"
+#include "device/runtime.h"
+
+namespace xxnpu {
+namespace {
+
+// How the device sees an argument word: as is (a scalar), through DeviceView (device
+// memory), or as the address of the word itself (a host scalar captured at launch).
+enum ArgKind : uint8_t { kScalar = 0, kDevicePointer = 1, kHostValue = 2 };
+
+inline uint64_t DeviceWord(uint64_t word, uint8_t kind, const uint64_t* self) {
+  switch (kind) {
+    case kDevicePointer:
+      return reinterpret_cast<uintptr_t>(DeviceView(reinterpret_cast<const void*>(word)));
+    case kHostValue:
+      return reinterpret_cast<uintptr_t>(self);
+    default:
+      return word;
+  }
+}
+
+// Host-side failures (before anything is queued) go back as a message the caller raises.
+const char* Fail(std::string message) {
+  thread_local std::string error;
+  error = std::move(message);
+  return error.c_str();
+}
+
+// Most kernels have a handful of arguments: up to this many, the arguments travel inside
+// the launch (no allocation); more take the heap-captured form.
+constexpr size_t kInlineArgs = 20;
+
+struct InlineKernel {
+  const char* (*entry)(const uint64_t*);
+  uint32_t nargs;
+  uint8_t kinds[kInlineArgs];
+  uint64_t args[kInlineArgs];
+
+  absl::Status operator()(BlockRange) const {
+    uint64_t local[kInlineArgs];
+    for (uint32_t i = 0; i < nargs; ++i) local[i] = DeviceWord(args[i], kinds[i], &args[i]);
+    if (const char* error = entry(local)) return absl::InternalError(error);
+    return absl::OkStatus();
+  }
+};
+static_assert(kFitsInlineKernel<InlineKernel>);
+
+// Classifies the arguments and turns host scalars into values. Inductor passes a host
+// pointer into a device kernel for one thing only: a 0-dim CPU tensor (a Python number
+// Dynamo lifted, a CPU scalar tensor mixed with xxnpu ones, as eager allows). Its value is
+// read now, at launch, as CUDA reads a CPU scalar into the kernel's parameters; the kernel
+// reads it from the launch's own copy, which lives as long as the kernel runs.
+const char* Classify(const CompiledLaunch* launch, uint64_t* words, uint8_t* kinds, int* device) {
+  *device = -1;
+  for (uint32_t i = 0; i < launch->nargs; ++i) {
+    words[i] = launch->args[i];
+    const uint8_t size = launch->pointee_size[i];
+    if (size == 0 || words[i] == 0) {
+      kinds[i] = kScalar;
+      continue;
+    }
+    const void* ptr = reinterpret_cast<const void*>(words[i]);
+    const int d = DeviceOfPointer(ptr);
+    if (d < 0) {
+      if (size > sizeof(uint64_t)) {
+        return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": argument ", i,
+                                 " is host memory with ", size, "-byte elements; expected xxnpu tensors"));
+      }
+      words[i] = 0;
+      std::memcpy(&words[i], ptr, size);
+      kinds[i] = kHostValue;
+      continue;
+    }
+    if (*device >= 0 && d != *device) {
+      return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, ": arguments on xxnpu:", *device,
+                               " and xxnpu:", d, "; expected all tensors on one device"));
+    }
+    *device = d;
+    kinds[i] = kDevicePointer;
+  }
+  if (*device < 0) return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, " got no xxnpu tensor"));
+  return nullptr;
+}
+
+// The C-shim form of the extern kernels: the xxnpu ATen kernels through the dispatcher
+// (torch's own aoti_torch_cpu_* call the CPU kernels directly, at::cpu::mm_out, which would
+// read device memory on the host).
+at::Tensor& T(ShimTensor handle) {
+  return *torch::aot_inductor::tensor_handle_to_tensor_pointer(static_cast<AtenTensorHandle>(handle));
+}
+
+int32_t MmOut(ShimTensor out, ShimTensor self, ShimTensor mat2) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::mm_out(T(out), T(self), T(mat2)); });
+}
+
+int32_t AddmmOut(ShimTensor out, ShimTensor self, ShimTensor mat1, ShimTensor mat2, double beta, double alpha) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::addmm_out(T(out), T(self), T(mat1), T(mat2), beta, alpha); });
+}
+
+int32_t BmmOut(ShimTensor out, ShimTensor self, ShimTensor mat2) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::bmm_out(T(out), T(self), T(mat2)); });
+}
+
+constexpr CompiledKernelApi kApi{
+    kCompiledLaunchAbi, sizeof(CompiledKernelApi), &LaunchCompiledKernel, &InternKernelName, &MmOut, &AddmmOut,
+    &BmmOut,
+};
+
+// An integer-returning op is what aoti_torch_call_dispatcher can hand back to generated C++
+// without either side linking the other.
+int64_t CompiledKernelApiAddress() { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(&kApi)); }
+
+}  // namespace
+
+const char* InternKernelName(const char* name) {
+  static std::mutex mu;
+  static auto* names = new absl::node_hash_set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(name).first->c_str();
+}
+
+const CompiledKernelApi* GetCompiledKernelApi() { return &kApi; }
+
+const char* LaunchCompiledKernel(const CompiledLaunch* launch) {
+  if (launch->abi_version != kCompiledLaunchAbi) {
+    return Fail(absl::StrCat("compiled xxnpu kernel ", launch->name, " was built for launch ABI ",
+                             launch->abi_version, ", but torch_xxnpu expects ", kCompiledLaunchAbi,
+                             ": clear Inductor's cache (TORCHINDUCTOR_CACHE_DIR) and recompile"));
+  }
+  absl::InlinedVector<uint64_t, kInlineArgs> words(launch->nargs);
+  absl::InlinedVector<uint8_t, kInlineArgs> kinds(launch->nargs);
+  int device = -1;
+  if (const char* error = Classify(launch, words.data(), kinds.data(), &device)) return error;
+
+  LaunchConfig config;
+  config.name = launch->name;
+  config.bytes = launch->bytes;
+  config.fused_nodes = launch->fused_nodes;
+  // One block: the generated loops are single-threaded (compiler/inductor.py says why).
+  config.grid = Dim3{1, 1, 1};
+  const xxnpuStream_t stream = CurrentXxnpuStreamHandle(static_cast<c10::DeviceIndex>(device));
+  absl::Status status;
+  if (launch->nargs <= kInlineArgs) {
+    InlineKernel kernel{launch->entry, launch->nargs, {}, {}};
+    std::copy(words.begin(), words.end(), kernel.args);
+    std::copy(kinds.begin(), kinds.end(), kernel.kinds);
+    status = xxnpuLaunchKernel(config, kernel, stream);
+  } else {
+    status = xxnpuLaunchKernel(
+        config,
+        KernelBody([entry = launch->entry, words = std::move(words),
+                    kinds = std::move(kinds)](BlockRange) -> absl::Status {
+          absl::InlinedVector<uint64_t, kInlineArgs> local(words.size());
+          for (size_t i = 0; i < local.size(); ++i) local[i] = DeviceWord(words[i], kinds[i], &words[i]);
+          if (const char* error = entry(local.data())) return absl::InternalError(error);
+          return absl::OkStatus();
+        }),
+        stream);
+  }
+  if (!status.ok()) return Fail(absl::StrCat("launching ", launch->name, ": ", status.ToString()));
+  return nullptr;
+}
+
+}  // namespace xxnpu
+
+TORCH_LIBRARY_FRAGMENT(xxnpu, m) {
+  // Address of xxnpu::CompiledKernelApi (ops/compiled_kernel_launch.h), for generated C++.
+  m.def("_compiled_kernel_api() -> int", &xxnpu::CompiledKernelApiAddress);
+}

@@ -1,0 +1,68 @@
+// The launch of Inductor's generated C++ kernels as xxnpu device kernels (docs/compile.md).
+//
+// Two kinds of generated code call it, neither linking torch_xxnpu:
+// - the Python wrapper's kernel bindings (python/torch_xxnpu/compiler/inductor.py,
+//   _LAUNCH_GLUE), which get the launcher's address from torch_xxnpu._C;
+// - the C++ wrappers of cpp_wrapper=True and AOTInductor, which get this whole table from
+//   the op xxnpu::_compiled_kernel_api through the AOTI shim's aoti_torch_call_dispatcher
+//   (the one call both a JIT wrapper and an AOTI model .so can make into a library loaded
+//   RTLD_LOCAL, as Python loads _C, or linked into a C++ program).
+//
+// The structs are an ABI shared with the generated code: a change to either side bumps
+// kCompiledLaunchAbi (the glue checks it). Torch-free on purpose: this header is included
+// where torch is not.
+#ifndef XXNPU_OPS_COMPILED_KERNEL_LAUNCH_H_
+#define XXNPU_OPS_COMPILED_KERNEL_LAUNCH_H_
+
+#include <cstdint>
+
+namespace xxnpu {
+
+inline constexpr uint32_t kCompiledLaunchAbi = 3;
+
+struct CompiledLaunch {
+  uint32_t abi_version;
+  uint32_t nargs;
+  const char* name;  // interned (InternKernelName): the profiler keeps it
+  // The FX nodes the kernel fused ("add, mul, relu"; the trace's "fused nodes"), interned
+  // the same way; nullptr when Inductor named none.
+  const char* fused_nodes;
+  uint64_t bytes;
+  const char* (*entry)(const uint64_t* args);  // nullptr on success, else the kernel's message
+  const uint64_t* args;
+  // Per argument: 0 for a scalar, else the size of the element a pointer points to.
+  const uint8_t* pointee_size;
+};
+
+// An AtenTensorHandle of the AOTI shim, without including it.
+using ShimTensor = void*;
+
+// What a C++ wrapper needs from torch_xxnpu. Extern kernels Inductor leaves to ATen are
+// here as the AOTI C-shim functions torch does not ship for an out-of-tree device
+// (aoti_torch_<device>_mm_out ...): they dispatch to the xxnpu ATen kernels. Returns 0 on
+// success (AOTI_TORCH_SUCCESS), 1 on an exception.
+struct CompiledKernelApi {
+  uint32_t abi_version;  // kCompiledLaunchAbi
+  uint32_t size;         // sizeof(CompiledKernelApi): later fields are appended
+  const char* (*launch)(const CompiledLaunch* launch);
+  const char* (*intern)(const char* name);
+  int32_t (*mm_out)(ShimTensor out, ShimTensor self, ShimTensor mat2);
+  int32_t (*addmm_out)(ShimTensor out, ShimTensor self, ShimTensor mat1, ShimTensor mat2, double beta,
+                       double alpha);
+  int32_t (*bmm_out)(ShimTensor out, ShimTensor self, ShimTensor mat2);
+};
+
+// Enqueues the kernel on the current stream of the device its pointer arguments live on.
+// Returns nullptr, or a message (valid until the calling thread's next failure).
+const char* LaunchCompiledKernel(const CompiledLaunch* launch);
+
+// Kernel names (and fused-node lists) outlive every launch: the profiler keeps
+// LaunchConfig::name and ::fused_nodes, and a wrapper .so may be unloaded before a trace
+// is written. Interned once per kernel definition.
+const char* InternKernelName(const char* name);
+
+const CompiledKernelApi* GetCompiledKernelApi();
+
+}  // namespace xxnpu
+
+#endif  // XXNPU_OPS_COMPILED_KERNEL_LAUNCH_H_
