@@ -28,11 +28,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -1028,51 +1031,164 @@ at::Tensor& CumsumOut(const at::Tensor& self, int64_t dim, std::optional<at::Sca
   return out;
 }
 
-// NaN sorts as the largest value, as on CPU and CUDA.
+// Sort keys. Each value maps to an unsigned integer whose unsigned order is the CPU's order
+// of the values (NaN the largest, NaNs equal to each other, -0.0 equal to 0.0), so a row sorts
+// with plain integer compares, or by radix, instead of a NaN-aware float compare.
 template <typename T>
-bool Less(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return false;
-    if (std::isnan(b)) return true;
+struct SortKeyOf {
+  using type = uint32_t;  // every type of 4 bytes or fewer (bool, integers, half, bfloat16, float)
+};
+template <>
+struct SortKeyOf<int64_t> {
+  using type = uint64_t;
+};
+template <>
+struct SortKeyOf<double> {
+  using type = uint64_t;
+};
+
+template <typename T>
+typename SortKeyOf<T>::type SortKey(T v) {
+  using K = typename SortKeyOf<T>::type;
+  constexpr K kSign = K{1} << (8 * sizeof(K) - 1);
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+    return static_cast<K>(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    // Two's complement to offset binary: flipping the sign bit makes signed order unsigned order.
+    return static_cast<K>(static_cast<std::make_signed_t<K>>(v)) ^ kSign;
+  } else {
+    using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    F f = static_cast<F>(v);  // exact for half and bfloat16
+    if (std::isnan(f)) return ~K{0};
+    if (f == 0) f = 0;  // -0.0 -> +0.0: they must tie (and then order by index), as on CPU
+    K u;
+    std::memcpy(&u, &f, sizeof(u));
+    // IEEE sign-magnitude to an unsigned order: negatives reversed below all positives.
+    return (u & kSign) ? ~u : (u | kSign);
   }
-  return a < b;
 }
 
+// Sorts packed words (key << 32 | index) by key only, stably: LSD radix, one byte of the key
+// per pass. The words arrive in index order, so stability yields (key, index) order, the
+// tie rule of both sort paths. A pass is skipped when every key shares its byte (bfloat16's
+// low 16 bits, small integers, bool). Returns a or tmp, whichever holds the result.
+const uint64_t* RadixSortByHigh32(uint64_t* a, uint64_t* tmp, int64_t n) {
+  uint32_t count[4][256] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t key = static_cast<uint32_t>(a[i] >> 32);
+    ++count[0][key & 255];
+    ++count[1][(key >> 8) & 255];
+    ++count[2][(key >> 16) & 255];
+    ++count[3][key >> 24];
+  }
+  uint64_t* src = a;
+  uint64_t* dst = tmp;
+  for (int pass = 0; pass < 4; ++pass) {
+    uint32_t* c = count[pass];
+    const int shift = 32 + 8 * pass;
+    if (c[(src[0] >> shift) & 255] == static_cast<uint32_t>(n)) continue;
+    uint32_t sum = 0;
+    for (int b = 0; b < 256; ++b) {
+      const uint32_t t = c[b];
+      c[b] = sum;
+      sum += t;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t w = src[i];
+      dst[c[(w >> shift) & 255]++] = w;
+    }
+    std::swap(src, dst);
+  }
+  return src;
+}
+
+// Orders the k smallest of a[0, n) first, sorted. Elements are unique (they carry their
+// index), so every algorithm here gives the same result and needs no stability. A small k
+// takes the heap (one compare per element against the heap's top, almost always false); a
+// large k selects first, then sorts only the k.
+template <typename W>
+void SortSmallestK(W* a, int64_t n, int64_t k) {
+  if (k >= n) {
+    std::sort(a, a + n);
+  } else if (k <= 64) {
+    std::partial_sort(a, a + k, a + n);
+  } else {
+    std::nth_element(a, a + k, a + n);
+    std::sort(a, a + k);
+  }
+}
+
+// A key with its index, for 8-byte keys (and rows too long to pack an index into 32 bits).
+template <typename K>
+struct KeyIndex {
+  K key;
+  int64_t index;
+  bool operator<(const KeyIndex& o) const { return key < o.key || (key == o.key && index < o.index); }
+};
+
+// Rows shorter than this sort by std::sort; the radix sort's four 256-bucket histograms cost
+// more than the compares they save.
+constexpr int64_t kRadixMinRow = 64;
+
 // Sorts (or selects the top k of) each row into values/indices (contiguous [outer, k, inner]).
-void SortRows(const char* name, const at::Tensor& src, int64_t dim, int64_t k, bool descending, bool stable,
+// Per row: one pass (strided when inner > 1) turns the row into (key, index) words in a
+// contiguous per-block buffer, the words are sorted, and values are read back by index.
+// Sorting by (key, index) puts ties in index order, which is the CPU's stable order, so
+// the stable and unstable sorts (and topk) give the same answer. Descending flips the keys'
+// bits: NaN then comes first and ties still go lower index first.
+void SortRows(const char* name, const at::Tensor& src, int64_t dim, int64_t k, bool descending,
               const at::Tensor& values, const at::Tensor& indices) {
   const Rows r = RowsOf(src, dim);
   if (src.numel() == 0 || k == 0) return;
   AT_DISPATCH_V2(src.scalar_type(), "xxnpu_sort", AT_WRAP([&] {
-    using acc_t = std::conditional_t<std::is_same_v<scalar_t, bool>, bool, at::opmath_type<scalar_t>>;
+    using K = typename SortKeyOf<scalar_t>::type;
     const scalar_t* sp = reinterpret_cast<const scalar_t*>(ConstView(src));
     scalar_t* vp = reinterpret_cast<scalar_t*>(View(values));
     int64_t* ip = reinterpret_cast<int64_t*>(View(indices));
+    const K flip = descending ? ~K{0} : K{0};
+    // Packing needs a 32-bit key and an index below 2^32.
+    const bool packed = r.dim <= (int64_t{1} << 32);
     LaunchItems(name, src.device().index(), r.outer * r.inner, std::max<int64_t>(1, 4096 / r.dim),
                 static_cast<uint64_t>(src.nbytes() + values.nbytes() + indices.nbytes()),
                 [=](int64_t begin, int64_t end) {
-      std::vector<int64_t> order(static_cast<size_t>(r.dim));
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t o = row / r.inner, in = row % r.inner;
-        const scalar_t* s = sp + o * r.dim * r.inner + in;
-        std::iota(order.begin(), order.end(), 0);
-        auto cmp = [&](int64_t a, int64_t b) {
-          const acc_t x = static_cast<acc_t>(s[a * r.inner]), y = static_cast<acc_t>(s[b * r.inner]);
-          return descending ? Less(y, x) : Less(x, y);
-        };
-        if (k < r.dim) {
-          std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-            return cmp(a, b) || (!cmp(b, a) && a < b);  // ties: lower index first
-          });
-        } else if (stable) {
-          std::stable_sort(order.begin(), order.end(), cmp);
-        } else {
-          std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp(a, b) || (!cmp(b, a) && a < b); });
-        }
+      const int64_t n = r.dim;
+      auto write = [&](int64_t o, int64_t in, const scalar_t* s, auto index_of) {
         for (int64_t j = 0; j < k; ++j) {
+          const int64_t idx = index_of(j);
           const int64_t dst = o * k * r.inner + j * r.inner + in;
-          vp[dst] = s[order[j] * r.inner];
-          ip[dst] = order[j];
+          vp[dst] = s[idx * r.inner];  // the original value: -0.0 and NaN payloads survive
+          ip[dst] = idx;
+        }
+      };
+      if constexpr (sizeof(K) == 4) {
+        if (packed) {
+          std::vector<uint64_t> buf(static_cast<size_t>(k < n || n < kRadixMinRow ? n : 2 * n));
+          for (int64_t row = begin; row < end; ++row) {
+            const int64_t o = row / r.inner, in = row % r.inner;
+            const scalar_t* s = sp + o * n * r.inner + in;
+            uint64_t* w = buf.data();
+            for (int64_t d = 0; d < n; ++d) {
+              w[d] = (static_cast<uint64_t>(SortKey(s[d * r.inner]) ^ flip) << 32) | static_cast<uint64_t>(d);
+            }
+            const uint64_t* sorted = w;
+            if (k == n && n >= kRadixMinRow) {
+              sorted = RadixSortByHigh32(w, w + n, n);
+            } else {
+              SortSmallestK(w, n, k);
+            }
+            write(o, in, s, [&](int64_t j) { return static_cast<int64_t>(sorted[j] & 0xffffffffu); });
+          }
+          return absl::OkStatus();
+        }
+      }
+      {
+        std::vector<KeyIndex<K>> buf(static_cast<size_t>(n));
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t o = row / r.inner, in = row % r.inner;
+          const scalar_t* s = sp + o * n * r.inner + in;
+          for (int64_t d = 0; d < n; ++d) buf[d] = {static_cast<K>(SortKey(s[d * r.inner]) ^ flip), d};
+          SortSmallestK(buf.data(), n, k);
+          write(o, in, s, [&](int64_t j) { return buf[j].index; });
         }
       }
       return absl::OkStatus();
@@ -1093,7 +1209,8 @@ std::tuple<at::Tensor&, at::Tensor&> SortOut(const at::Tensor& self, std::option
   at::native::resize_output(indices, self.sizes());
   at::Tensor v = values.is_contiguous() ? values : at::empty(self.sizes(), values.options());
   at::Tensor i = indices.is_contiguous() ? indices : at::empty(self.sizes(), indices.options());
-  SortRows("xxnpu::sort", src, dim, self.dim() == 0 ? 1 : self.size(dim), descending, stable.value_or(false), v, i);
+  // Ties come out in index order either way, so `stable` needs no separate path.
+  SortRows("xxnpu::sort", src, dim, self.dim() == 0 ? 1 : self.size(dim), descending, v, i);
   if (!v.is_same(values)) values.copy_(v);
   if (!i.is_same(indices)) indices.copy_(i);
   return {values, indices};
@@ -1116,7 +1233,7 @@ std::tuple<at::Tensor&, at::Tensor&> TopkOut(const at::Tensor& self, int64_t k, 
   at::native::resize_output(indices, shape);
   at::Tensor v = values.is_contiguous() ? values : at::empty(shape, values.options());
   at::Tensor i = indices.is_contiguous() ? indices : at::empty(shape, indices.options());
-  SortRows("xxnpu::topk", src, dim, k, largest, false, v, i);  // always sorted: a superset of sorted=False
+  SortRows("xxnpu::topk", src, dim, k, largest, v, i);  // always sorted: a superset of sorted=False
   if (!v.is_same(values)) values.copy_(v);
   if (!i.is_same(indices)) indices.copy_(i);
   return {values, indices};
