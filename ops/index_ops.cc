@@ -1057,14 +1057,18 @@ typename SortKeyOf<T>::type SortKey(T v) {
     // Two's complement to offset binary: flipping the sign bit makes signed order unsigned order.
     return static_cast<K>(static_cast<std::make_signed_t<K>>(v)) ^ kSign;
   } else {
+    // Branch-free (selects, no early return), so the loop filling a row's keys vectorizes.
     using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    F f = static_cast<F>(v);  // exact for half and bfloat16
-    if (std::isnan(f)) return ~K{0};
-    if (f == 0) f = 0;  // -0.0 -> +0.0: they must tie (and then order by index), as on CPU
+    const F f = static_cast<F>(v);  // exact for half and bfloat16
     K u;
     std::memcpy(&u, &f, sizeof(u));
     // IEEE sign-magnitude to an unsigned order: negatives reversed below all positives.
-    return (u & kSign) ? ~u : (u | kSign);
+    const K negative = K{0} - (u >> (8 * sizeof(K) - 1));
+    K key = u ^ (negative | kSign);
+    key = f == 0 ? kSign : key;  // -0.0 takes 0.0's key: they tie (then go by index), as on CPU
+    // Any NaN: above +inf's key. The low half stays 0 as for every bfloat16 or half value,
+    // so the radix sort still skips those bytes when a row holds NaNs.
+    return f != f ? ~K{0} << (4 * sizeof(K)) : key;
   }
 }
 
@@ -1167,8 +1171,13 @@ void SortRows(const char* name, const at::Tensor& src, int64_t dim, int64_t k, b
             const int64_t o = row / r.inner, in = row % r.inner;
             const scalar_t* s = sp + o * n * r.inner + in;
             uint64_t* w = buf.data();
-            for (int64_t d = 0; d < n; ++d) {
-              w[d] = (static_cast<uint64_t>(SortKey(s[d * r.inner]) ^ flip) << 32) | static_cast<uint64_t>(d);
+            auto pack = [&](int64_t d, scalar_t v) {
+              w[d] = (static_cast<uint64_t>(SortKey(v) ^ flip) << 32) | static_cast<uint64_t>(d);
+            };
+            if (r.inner == 1) {
+              for (int64_t d = 0; d < n; ++d) pack(d, s[d]);  // contiguous: vectorizes
+            } else {
+              for (int64_t d = 0; d < n; ++d) pack(d, s[d * r.inner]);
             }
             const uint64_t* sorted = w;
             if (k == n && n >= kRadixMinRow) {
