@@ -1047,35 +1047,60 @@ struct SortKeyOf<double> {
   using type = uint64_t;
 };
 
+// The unsigned integer of a type's size.
+template <size_t Bytes>
+using UintOfSize = std::conditional_t<
+    Bytes == 1, uint8_t, std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+
+// A float type's exponent bits (all ones: infinity, or NaN with a nonzero mantissa).
+template <typename T>
+constexpr UintOfSize<sizeof(T)> ExponentMask() {
+  if constexpr (std::is_same_v<T, double>) {
+    return 0x7FF0000000000000ull;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return 0x7F800000u;
+  } else if constexpr (std::is_same_v<T, at::Half>) {
+    return 0x7C00u;
+  } else {
+    static_assert(std::is_same_v<T, at::BFloat16>, "SortKey: an unknown float type");
+    return 0x7F80u;
+  }
+}
+
+// Works on the value's own bits with integer ops only (no conversion to float, no branch), so
+// the loop filling a row's keys vectorizes. The key is computed at the type's width and put in
+// the top of the 32- or 64-bit word: a narrow type's low key bytes are then all 0 and the radix
+// sort skips them (bfloat16 and half take 2 passes, 1-byte types 1).
 template <typename T>
 typename SortKeyOf<T>::type SortKey(T v) {
   using K = typename SortKeyOf<T>::type;
-  constexpr K kSign = K{1} << (8 * sizeof(K) - 1);
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
-    return static_cast<K>(v);
+  using U = UintOfSize<sizeof(T)>;
+  constexpr int kBits = 8 * sizeof(U);
+  constexpr U kSign = static_cast<U>(U{1} << (kBits - 1));
+  constexpr U kOnes = static_cast<U>(~U{0});
+  U u;
+  std::memcpy(&u, &v, sizeof(u));
+  U key;
+  if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<T>) {
+    key = u;
   } else if constexpr (std::is_integral_v<T>) {
-    // Two's complement to offset binary: flipping the sign bit makes signed order unsigned order.
-    return static_cast<K>(static_cast<std::make_signed_t<K>>(v)) ^ kSign;
+    key = static_cast<U>(u ^ kSign);  // two's complement to offset binary: signed order as unsigned
   } else {
-    // Branch-free (selects, no early return), so the loop filling a row's keys vectorizes.
-    using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    const F f = static_cast<F>(v);  // exact for half and bfloat16
-    K u;
-    std::memcpy(&u, &f, sizeof(u));
-    // IEEE sign-magnitude to an unsigned order: negatives reversed below all positives.
-    const K negative = K{0} - (u >> (8 * sizeof(K) - 1));
-    K key = u ^ (negative | kSign);
-    key = f == 0 ? kSign : key;  // -0.0 takes 0.0's key: they tie (then go by index), as on CPU
-    // Any NaN: above +inf's key. The low half stays 0 as for every bfloat16 or half value,
-    // so the radix sort still skips those bytes when a row holds NaNs.
-    return f != f ? ~K{0} << (4 * sizeof(K)) : key;
+    // IEEE sign-magnitude to an unsigned order: negatives (all bits flipped, so larger
+    // magnitudes go lower) below positives (sign bit set).
+    const U magnitude = static_cast<U>(u & static_cast<U>(~kSign));
+    const U negative = static_cast<U>(U{0} - static_cast<U>(u >> (kBits - 1)));
+    key = static_cast<U>(u ^ static_cast<U>(negative | kSign));
+    key = magnitude == 0 ? kSign : key;  // -0.0 takes 0.0's key: they tie (then go by index), as on CPU
+    key = magnitude > ExponentMask<T>() ? kOnes : key;  // every NaN: one key, above +inf's
   }
+  return static_cast<K>(static_cast<K>(key) << (8 * (sizeof(K) - sizeof(U))));
 }
 
 // Sorts packed words (key << 32 | index) by key only, stably: LSD radix, one byte of the key
 // per pass. The words arrive in index order, so stability yields (key, index) order, the
-// tie rule of both sort paths. A pass is skipped when every key shares its byte (bfloat16's
-// low 16 bits, small integers, bool). Returns a or tmp, whichever holds the result.
+// tie rule of both sort paths. A pass is skipped when every key shares its byte (the low
+// bytes of narrow types' keys, see SortKey). Returns a or tmp, whichever holds the result.
 const uint64_t* RadixSortByHigh32(uint64_t* a, uint64_t* tmp, int64_t n) {
   uint32_t count[4][256] = {};
   for (int64_t i = 0; i < n; ++i) {
