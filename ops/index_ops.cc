@@ -1147,6 +1147,40 @@ void SortSmallestK(W* a, int64_t n, int64_t k) {
   }
 }
 
+// topk's selection works on blocks of this many keys.
+constexpr int64_t kTopkBlock = 16;
+
+// The k smallest (key << 32 | index) words of keys[0, n), sorted, into out[0, k) (out holds
+// n words); needs k <= the number of blocks. The k-th smallest of the blocks' minimums, T,
+// bounds the answer: those k blocks each hold a key <= T, so the k smallest keys are all
+// <= T. Only keys <= T become candidates (for random data about k of them), so the row costs
+// two vectorized passes (block minimums, then a per-block "any key <= T" test that passes
+// over most blocks) and a sort of the few candidates, instead of a heap update per element
+// that beats the heap's top (about k ln(n/k), each a branch miss). Ties at T are all
+// candidates, and the candidates sort by (key, index): ties stay in index order.
+void SmallestKByBlockMinimums(const uint32_t* keys, int64_t n, int64_t k, uint32_t* mins, uint64_t* out) {
+  const int64_t blocks = (n + kTopkBlock - 1) / kTopkBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kTopkBlock, end = std::min(n, begin + kTopkBlock);
+    uint32_t m = keys[begin];
+    for (int64_t j = begin + 1; j < end; ++j) m = std::min(m, keys[j]);
+    mins[b] = m;
+  }
+  std::nth_element(mins, mins + (k - 1), mins + blocks);
+  const uint32_t bound = mins[k - 1];
+  int64_t count = 0;
+  for (int64_t begin = 0; begin < n; begin += kTopkBlock) {
+    const int64_t end = std::min(n, begin + kTopkBlock);
+    bool any = false;
+    for (int64_t j = begin; j < end; ++j) any |= keys[j] <= bound;
+    if (!any) continue;
+    for (int64_t j = begin; j < end; ++j) {
+      if (keys[j] <= bound) out[count++] = (static_cast<uint64_t>(keys[j]) << 32) | static_cast<uint64_t>(j);
+    }
+  }
+  SortSmallestK(out, count, k);
+}
+
 // A key with its index, for 8-byte keys (and rows too long to pack an index into 32 bits).
 template <typename K>
 struct KeyIndex {
@@ -1192,10 +1226,23 @@ void SortRows(const char* name, const at::Tensor& src, int64_t dim, int64_t k, b
       if constexpr (sizeof(K) == 4) {
         if (packed) {
           std::vector<uint64_t> buf(static_cast<size_t>(k < n || n < kRadixMinRow ? n : 2 * n));
+          // topk's keys and block minimums (SmallestKByBlockMinimums).
+          std::vector<uint32_t> keybuf(static_cast<size_t>(k < n ? n + (n + kTopkBlock - 1) / kTopkBlock : 0));
           for (int64_t row = begin; row < end; ++row) {
             const int64_t o = row / r.inner, in = row % r.inner;
             const scalar_t* s = sp + o * n * r.inner + in;
             uint64_t* w = buf.data();
+            if (k < n && k <= (n + kTopkBlock - 1) / kTopkBlock) {
+              uint32_t* keys = keybuf.data();
+              if (r.inner == 1) {
+                for (int64_t d = 0; d < n; ++d) keys[d] = static_cast<uint32_t>(SortKey(s[d]) ^ flip);  // vectorizes
+              } else {
+                for (int64_t d = 0; d < n; ++d) keys[d] = static_cast<uint32_t>(SortKey(s[d * r.inner]) ^ flip);
+              }
+              SmallestKByBlockMinimums(keys, n, k, keys + n, w);
+              write(o, in, s, [&](int64_t j) { return static_cast<int64_t>(w[j] & 0xffffffffu); });
+              continue;
+            }
             auto pack = [&](int64_t d, scalar_t v) {
               w[d] = (static_cast<uint64_t>(SortKey(v) ^ flip) << 32) | static_cast<uint64_t>(d);
             };

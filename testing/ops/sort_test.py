@@ -129,11 +129,13 @@ def test_sort_negative_zero_and_nan_order():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.int8], ids=str)
-@pytest.mark.parametrize("n", [1, 9, 200])
+@pytest.mark.parametrize("n", [1, 9, 200, 1000])
 def test_topk_matches_cpu_with_ties_in_index_order(n, dtype):
-    # k = 1, small (heap), > 64 (selection then sort), n - 1 and n (a full sort).
+    # k up to the number of 16-key blocks (n = 9: 1, 200: 13, 1000: 63) takes the block-minimum
+    # selection, a larger k < n selection over all words, k = n a full sort.
     x = _data((4, n), dtype, 10 + n)
-    for k in sorted({1, min(3, n), min(100, n), max(1, n - 1), n}):
+    for k in sorted({1, min(3, n), min(8, n), min(13, n), min(14, n), min(63, n), min(64, n), min(100, n),
+                     max(1, n - 1), n}):
         for largest in (True, False):
             v, i = torch.topk(_x(x), k, -1, largest=largest)
             # The CPU's values are determined up to the sign of tied zeros (its tie order is
@@ -148,10 +150,22 @@ def test_topk_matches_cpu_with_ties_in_index_order(n, dtype):
 
 def test_topk_strided_dim_matches_cpu():
     x = _tricky((120, 6), torch.float32, 4)
-    v, i = torch.topk(_x(x), 5, 0)
-    want_v, want_i = torch.sort(x, dim=0, descending=True, stable=True)
-    _same(v, want_v[:5])
-    _same(i, want_i[:5])
+    for k in (5, 20):  # block-minimum selection (8 blocks), selection over all words
+        v, i = torch.topk(_x(x), k, 0)
+        want_v, want_i = torch.sort(x, dim=0, descending=True, stable=True)
+        _same(v, want_v[:k])
+        _same(i, want_i[:k])
+
+
+def test_topk_random_rows_match_cpu():
+    # Distinct values (few candidates under the block bound), the benchmark's shape.
+    x = torch.randn(64, 1024, generator=torch.Generator().manual_seed(5))
+    for k in (1, 8, 63):
+        for largest in (True, False):
+            v, i = torch.topk(_x(x), k, -1, largest=largest)
+            want_v, want_i = torch.topk(x, k, -1, largest=largest)
+            _same(v, want_v)
+            _same(i, want_i)
 
 
 def test_sort_and_topk_empty_and_scalar():
