@@ -132,7 +132,8 @@ def test_sort_negative_zero_and_nan_order():
 @pytest.mark.parametrize("n", [1, 9, 200, 1000])
 def test_topk_matches_cpu_with_ties_in_index_order(n, dtype):
     # k up to the number of 16-key blocks (n = 9: 1, 200: 13, 1000: 63) takes the block-minimum
-    # selection, a larger k < n selection over all words, k = n a full sort.
+    # selection (blocks of 64, 32 or 16 keys: n = 200 with k = 1, 3, 8; n = 1000 with k = 8,
+    # 14, 63), a larger k < n selection over all words, k = n a full sort.
     x = _data((4, n), dtype, 10 + n)
     for k in sorted({1, min(3, n), min(8, n), min(13, n), min(14, n), min(63, n), min(64, n), min(100, n),
                      max(1, n - 1), n}):
