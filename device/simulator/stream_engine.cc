@@ -211,8 +211,20 @@ void StreamImpl::WaitFor(uint64_t seq) {
     // on the device thread's core, where the two share one core (each at half speed)
     // until the load balancer separates them, milliseconds later. In a small-op loop
     // that synchronizes every few thousand ops it did, one run in a few.
+    //
+    // Every kYieldEvery polls the spinning host also yields. The device's compute threads
+    // (the stream thread and the pool's workers) may fill every core: a host that spins on
+    // a core a worker needs halves that worker's speed, and the kernel it waits for runs on
+    // one core instead of all. Yielding hands the core over at once when anything else wants
+    // it, and costs one system call per few microseconds when nothing does.
     const int64_t until = NowNs() + int64_t{options.spin_us} * 1000;
-    while (!Reached(seq) && NowNs() < until) CpuRelax();
+    for (int polls = 1; !Reached(seq) && NowNs() < until; ++polls) {
+      if (polls % kYieldEvery == 0) {
+        std::this_thread::yield();
+      } else {
+        CpuRelax();
+      }
+    }
     if (!Reached(seq)) {
       std::unique_lock<std::mutex> lock(mu);
       done_cv.wait(lock, [&] { return completed.load() >= seq; });
