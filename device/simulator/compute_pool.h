@@ -44,7 +44,9 @@ class ComputePool {
     int priority = 0;
     std::atomic<int64_t> next{0};
     std::atomic<int64_t> done{0};
-    int active_workers = 0;  // guarded by the pool's mu_; the job outlives their use
+    // Workers inside Work(job): raised under the pool's mu_ (so a job off the queue gains
+    // none), lowered without it as the worker's last touch of the job.
+    std::atomic<int> active_workers{0};
     std::mutex error_mu;
     absl::Status error;
   };
