@@ -316,9 +316,15 @@ def _check_idle_time_breakdown(analyzer, traces):
         for stream, evs in streams.items():
             evs.sort(key=lambda e: e["ts"])
             expected = {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}
+            # Times from the earliest event, as HTA keeps them: "ts" is microseconds since the
+            # epoch (~1.8e15, where a double resolves 0.25 us), so ts + dur computed there
+            # snaps each end to that grid, and the gaps' sums came out up to ~0.015 us off
+            # HTA's. The subtraction itself is exact (both operands are that large).
+            base = min(x["ts"] for t in traces.values() for _, x in _x(t))
             for prev, e in zip(evs, evs[1:]):
-                gap = e["ts"] - _end(prev)
-                if calls[e["args"]["correlation"]]["ts"] > _end(prev):
+                prev_end = (prev["ts"] - base) + prev["dur"]
+                gap = (e["ts"] - base) - prev_end
+                if calls[e["args"]["correlation"]]["ts"] - base > prev_end:
                     expected["host_wait"] += gap  # the host had not launched it yet
                 elif gap < 30:
                     expected["kernel_wait"] += gap
