@@ -40,9 +40,23 @@ DEVICE = "xxnpu"
 # reads and writes.
 _LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "uintptr_t", "int64_t"]
 
+# The fields of one kernel launch, the launch ABI (version 3) that both wrappers' glue below
+# declares and ops/compiled_kernel_launch.h's CompiledLaunch defines: keep all in step.
+# No braces, so it can go into the format template of _LAUNCH_GLUE as it is.
+_LAUNCH_FIELDS = """
+    uint32_t abi_version;
+    uint32_t nargs;
+    const char* name;
+    const char* fused_nodes;
+    uint64_t bytes;
+    const char* (*entry)(const uint64_t* args);
+    const uint64_t* args;
+    const uint8_t* pointee_size;
+"""
+
 # C++ appended to every xxnpu kernel's source (through the binding template's
-# extra_parse_arg hook, hence the doubled braces). The layout of XxnpuCompiledLaunch is the
-# ABI shared with python/csrc/compiler_bindings.cc: keep both in step (abi_version 3).
+# extra_parse_arg hook, hence the doubled braces). XxnpuCompiledLaunch's fields are
+# _LAUNCH_FIELDS.
 _LAUNCH_GLUE = textwrap.dedent(
     """
     #include <cstdint>
@@ -52,16 +66,7 @@ _LAUNCH_GLUE = textwrap.dedent(
     #include <type_traits>
     #include <utility>
 
-    struct XxnpuCompiledLaunch {{
-        uint32_t abi_version;
-        uint32_t nargs;
-        const char* name;
-        const char* fused_nodes;
-        uint64_t bytes;
-        const char* (*entry)(const uint64_t* args);
-        const uint64_t* args;
-        const uint8_t* pointee_size;
-    }};
+    struct XxnpuCompiledLaunch {{%LAUNCH_FIELDS%}};
 
     template <typename T> static constexpr uint8_t xxnpu_pointee_size() {{
         if constexpr (std::is_pointer_v<T>) {{
@@ -128,7 +133,7 @@ _LAUNCH_GLUE = textwrap.dedent(
         Py_RETURN_NONE;
     }}
     """
-)
+).replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS)
 
 
 class XxnpuKernelCodeCache(CppPythonBindingsCodeCache):
@@ -375,16 +380,7 @@ _CPP_WRAPPER_PRELUDE = r"""
 #include <utility>
 
 namespace xxnpu_compiled {
-struct Launch {
-    uint32_t abi_version;
-    uint32_t nargs;
-    const char* name;
-    const char* fused_nodes;
-    uint64_t bytes;
-    const char* (*entry)(const uint64_t* args);
-    const uint64_t* args;
-    const uint8_t* pointee_size;
-};
+struct Launch {%LAUNCH_FIELDS%};
 
 struct Api {
     uint32_t abi_version;
@@ -491,7 +487,7 @@ static inline AOTITorchError aoti_torch_xxnpu_addmm_out(AtenTensorHandle out, At
 static inline AOTITorchError aoti_torch_xxnpu_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
     return xxnpu_compiled::api().bmm_out(out, self, mat2);
 }
-"""
+""".replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS)
 
 # The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
 _XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out"})
