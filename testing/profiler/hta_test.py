@@ -316,10 +316,10 @@ def _check_idle_time_breakdown(analyzer, traces):
         for stream, evs in streams.items():
             evs.sort(key=lambda e: e["ts"])
             expected = {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}
-            # Times from the earliest event, as HTA keeps them: "ts" is microseconds since the
-            # epoch (~1.8e15, where a double resolves 0.25 us), so ts + dur computed there
-            # snaps each end to that grid, and the gaps' sums came out up to ~0.015 us off
-            # HTA's. The subtraction itself is exact (both operands are that large).
+            # Times from the earliest event, as HTA keeps them: "ts" is microseconds on the
+            # trace's clock (~5e12, where a double resolves ~1 ns), so ts + dur computed there
+            # rounds each end by up to half that, and over a stream's gaps the sums came out
+            # 0.0145 us off HTA's, past the tolerance. The subtraction itself is exact.
             base = min(x["ts"] for t in traces.values() for _, x in _x(t))
             for prev, e in zip(evs, evs[1:]):
                 prev_end = (prev["ts"] - base) + prev["dur"]
