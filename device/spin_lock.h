@@ -33,6 +33,27 @@ inline void CpuRelax() {
 #endif
 }
 
+// Polls of a yielding busy-wait between yields (each poll ~50 ns: a pause and the checks).
+constexpr int kPollsPerYield = 32;
+
+// Busy-waits until done() or expired() returns true (done() is asked first each poll) and
+// returns whether done() did. Every kPollsPerYield polls it yields the core instead of
+// pausing: the simulator's device threads may fill every core, and a thread polling
+// without yielding keeps one with work off its core until the time slice ends; alone on a
+// core the yield is one system call per ~1.6 us of polling.
+template <typename Done, typename Expired>
+bool SpinYielding(Done done, Expired expired) {
+  for (int polls = 1;; ++polls) {
+    if (done()) return true;
+    if (expired()) return false;
+    if (polls % kPollsPerYield == 0) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
+  }
+}
+
 class SpinLock {
  public:
   SpinLock() = default;

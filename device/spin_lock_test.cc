@@ -61,5 +61,22 @@ TEST(SpinLockTest, WaiterGetsTheLockFromAHolderThatSleeps) {
   EXPECT_TRUE(acquired.load());
 }
 
+// SpinYielding: true once done() holds (set from another thread here), false at the
+// deadline, and done() is asked before expired(), so a condition already met wins.
+TEST(SpinYieldingTest, ReturnsWhenDoneOrExpired) {
+  std::atomic<bool> flag{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    flag.store(true);
+  });
+  EXPECT_TRUE(SpinYielding([&] { return flag.load(); }, [] { return false; }));
+  setter.join();
+
+  int polls = 0;
+  EXPECT_FALSE(SpinYielding([] { return false; }, [&] { return ++polls == 100; }));
+  EXPECT_EQ(polls, 100);
+  EXPECT_TRUE(SpinYielding([] { return true; }, [] { return true; }));
+}
+
 }  // namespace
 }  // namespace xxnpu

@@ -7,12 +7,6 @@
 #include "device/spin_lock.h"
 
 namespace xxnpu {
-namespace {
-
-// An idle worker's polls between yields (each poll ~50 ns: a pause and an atomic load).
-constexpr int kYieldEvery = 32;
-
-}  // namespace
 
 ComputePool::ComputePool(int threads, int spin_us) : threads_(std::max(1, threads)), spin_us_(std::max(0, spin_us)) {
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -85,14 +79,7 @@ absl::Status ComputePool::Run(int64_t total, bool parallel, int priority,
   // (~30 us on these VMs) in every kernel whose stream thread finished its share first:
   // a 256 KB softmax took 33 us a call on two compute threads against 25 us on one.
   const int64_t until = NowNs() + int64_t{spin_us_} * 1000;
-  for (int polls = 1; !finished() && NowNs() < until; ++polls) {
-    if (polls % kYieldEvery == 0) {
-      std::this_thread::yield();
-    } else {
-      CpuRelax();
-    }
-  }
-  if (!finished()) {
+  if (!SpinYielding(finished, [&] { return NowNs() >= until; })) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, finished);
   }
@@ -107,20 +94,13 @@ void ComputePool::WorkerLoop() {
       // thread costs ~30 us on these VMs, more than a 256 KB kernel takes. A worker that
       // slept through each kernel's start joined it late or not at all: the 2-thread
       // [4, 256] @ [256, 384] product took 23 us against 19 us on one thread.
-      // It yields every few polls, as the stream threads do: with as many compute threads as
-      // cores, a launching host thread has no core of its own, and a worker that polled
-      // without yielding kept it off one until the scheduler's time slice ran out.
+      // It yields as it spins (SpinYielding): with as many compute threads as cores, a
+      // launching host thread has no core of its own.
       lock.unlock();
       const int64_t until = NowNs() + int64_t{spin_us_} * 1000;
-      for (int polls = 1; queued_.load(std::memory_order_acquire) == 0 &&
-                          !stopping_.load(std::memory_order_relaxed) && NowNs() < until;
-           ++polls) {
-        if (polls % kYieldEvery == 0) {
-          std::this_thread::yield();
-        } else {
-          CpuRelax();
-        }
-      }
+      SpinYielding(
+          [&] { return queued_.load(std::memory_order_acquire) != 0 || stopping_.load(std::memory_order_relaxed); },
+          [&] { return NowNs() >= until; });
       lock.lock();
     }
     work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

@@ -88,8 +88,6 @@ constexpr int kPrefetchLines = 4;
 // a launch that missed the announcement (it read the state just before it changed) is
 // visible to the device thread well within it, so the launch needs no wake-up.
 constexpr int64_t kDrowsyNs = 20'000;
-// An idle stream thread's polls between yields (each poll ~50 ns: a pause and a clock read).
-constexpr int kYieldEvery = 32;
 // A sleeping device thread still looks for work this often. Only a launch that both
 // missed the announcement and stayed invisible for all of kDrowsyNs would wait for it:
 // a bound that does not rest on timing, not a path expected to run.
@@ -211,21 +209,10 @@ void StreamImpl::WaitFor(uint64_t seq) {
     // on the device thread's core, where the two share one core (each at half speed)
     // until the load balancer separates them, milliseconds later. In a small-op loop
     // that synchronizes every few thousand ops it did, one run in a few.
-    //
-    // Every kYieldEvery polls the spinning host also yields. The device's compute threads
-    // (the stream thread and the pool's workers) may fill every core: a host that spins on
-    // a core a worker needs halves that worker's speed, and the kernel it waits for runs on
-    // one core instead of all. Yielding hands the core over at once when anything else wants
-    // it, and costs one system call per few microseconds when nothing does.
+    // It yields as it spins (SpinYielding): the device's compute threads may fill every
+    // core, and a host spinning on a core a worker needs would halve that worker's speed.
     const int64_t until = NowNs() + int64_t{options.spin_us} * 1000;
-    for (int polls = 1; !Reached(seq) && NowNs() < until; ++polls) {
-      if (polls % kYieldEvery == 0) {
-        std::this_thread::yield();
-      } else {
-        CpuRelax();
-      }
-    }
-    if (!Reached(seq)) {
+    if (!SpinYielding([&] { return Reached(seq); }, [&] { return NowNs() >= until; })) {
       std::unique_lock<std::mutex> lock(mu);
       done_cv.wait(lock, [&] { return completed.load() >= seq; });
     }
@@ -288,18 +275,12 @@ uint64_t StreamImpl::AwaitWork(uint64_t done) {
   // host's, not the simulator's.
   const int64_t spin_ns = int64_t{options.spin_us} * 1000;
   const int64_t until = NowNs() + spin_ns;
-  // Every kYieldEvery polls it also yields: alone on its core that costs a system call,
-  // but when Linux has put the launching host thread on the same core (it does, for a
-  // while, after this thread woke it), the host runs instead of sharing the core half
-  // and half with a thread that has nothing to do.
-  for (int polls = 1;; ++polls) {
-    if ((avail = published.load(std::memory_order_acquire)) != done) return avail;
-    if (NowNs() >= until || stop.load(std::memory_order_relaxed)) break;
-    if (polls % kYieldEvery == 0) {
-      std::this_thread::yield();
-    } else {
-      CpuRelax();
-    }
+  // It yields as it spins (SpinYielding): when Linux has put the launching host thread on
+  // the same core (it does, for a while, after this thread woke it), the host runs instead
+  // of sharing the core half and half with a thread that has nothing to do.
+  if (SpinYielding([&] { return (avail = published.load(std::memory_order_acquire)) != done; },
+                   [&] { return NowNs() >= until || stop.load(std::memory_order_relaxed); })) {
+    return avail;
   }
   // Announce the sleep, then keep polling a while (kDrowsyNs): launches from now on wake
   // this thread, and one that read the state just before is seen meanwhile.
