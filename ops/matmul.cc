@@ -92,9 +92,13 @@ bool SmallM(const Gemm& g) {
          g.lb.trans;
 }
 
-// Below this many flops a tile is not worth a share of its own: a single-threaded BLAS
-// call of ~0.5 MFLOP takes ~10 us, about what handing work to a compute thread costs.
-constexpr int64_t kMinTileFlops = 512 * 1024;
+// Below this many flops a tile is not worth a share of its own. Handing a share to a
+// compute thread costs a few microseconds now that the launcher polls for the pool worker
+// (it cost ~10 us, a 0.5 MFLOP BLAS call, when this was 512 K); at 128 K a decode step's
+// [4, 256] @ [256, 256] splits in four (it ran whole on one thread) and its
+// [4, 256] @ [256, 384] in four even tiles (it was 256 + 128): the graphed Llama decode
+// ran 3-4% more tokens/s.
+constexpr int64_t kMinTileFlops = 128 * 1024;
 // Tiles per batch item at most: two per compute thread even out uneven shares; more
 // make each BLAS call smaller and repack the shared operand more often (a prefill's
 // [74, 256] @ [256, 1408], loaded machine: 16 column tiles 87 GFLOP/s, 4 tiles 91-95;
