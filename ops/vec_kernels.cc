@@ -2,6 +2,7 @@
 #include "ops/vec_kernels.h"
 
 #include "ops/cpu_capability.h"
+#include "ops/cpu_vml.h"
 
 namespace xxnpu {
 
@@ -23,8 +24,31 @@ extern const VecKernels kVecKernels;
 #define XXNPU_VEC_AVX512 nullptr
 #endif
 
-const VecKernels& HostVecKernels() {
+namespace {
+
+// The per-capability build this host runs.
+const VecKernels& CapabilityKernels() {
   static const VecKernels& kernels = ForHostCpu<VecKernels>(&DEFAULT::kVecKernels, XXNPU_VEC_AVX2, XXNPU_VEC_AVX512);
+  return kernels;
+}
+
+// float32 rows of the ops the CPU backend computes with VML go to VML (cpu_vml.h); the
+// rest, and bfloat16 (which the CPU computes with at::vec too), to the capability's build.
+void HostUnary(VecUnaryOp op, VecDtype dtype, void* out, const void* in, int64_t n) {
+  if (dtype == VecDtype::kFloat && VmlUnaryFloat(op, static_cast<float*>(out), static_cast<const float*>(in), n)) {
+    return;
+  }
+  CapabilityKernels().unary(op, dtype, out, in, n);
+}
+
+}  // namespace
+
+const VecKernels& HostVecKernels() {
+  static const VecKernels kernels = [] {
+    VecKernels k = CapabilityKernels();
+    k.unary = &HostUnary;
+    return k;
+  }();
   return kernels;
 }
 

@@ -133,7 +133,8 @@ struct VecKernels {
 // The most rows of `a` dot_rows takes at once (its accumulators live in registers).
 inline constexpr int64_t kDotRowsMaxM = 8;
 
-// The host's table (HostCpuCapability()).
+// The host's table: HostCpuCapability()'s build, except that float32 `unary` rows of the
+// ops the CPU backend computes with MKL's VML go to VML (cpu_vml.h).
 const VecKernels& HostVecKernels();
 
 // The table built for `capability`, or null when it was not built (another architecture)

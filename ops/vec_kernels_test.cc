@@ -5,6 +5,7 @@
 // runs this file with ATEN_CPU_CAPABILITY=default).
 #include "ops/vec_kernels.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Version.h>
 #include <c10/util/BFloat16.h>
 #include <gtest/gtest.h>
@@ -127,6 +128,45 @@ TEST(VecKernels, UnaryMatchesReferenceWithTailsAndGuards) {
           ASSERT_EQ(static_cast<float>(outb[i]), static_cast<float>(BFloat16(kSentinel))) << c.name;
         }
       }
+    }
+  }
+}
+
+// float32 rows of the ops the CPU backend computes with MKL's VML go to the same VML in
+// the host table (cpu_vml.h): its results are the CPU backend's, bit for bit, special
+// values included, and nothing past the row is written.
+TEST(VecKernels, HostFloatUnaryIsTheCpuBackends) {
+  struct Op {
+    const char* name;
+    VecUnaryOp op;
+    at::Tensor (*cpu)(const at::Tensor&);
+    double lo, hi;
+  };
+  const std::vector<Op> ops = {
+      {"exp", VecUnaryOp::kExp, at::exp, -10, 10},       {"log", VecUnaryOp::kLog, at::log, 0.01, 100},
+      {"log2", VecUnaryOp::kLog2, at::log2, 0.01, 100},  {"log10", VecUnaryOp::kLog10, at::log10, 0.01, 100},
+      {"sqrt", VecUnaryOp::kSqrt, at::sqrt, 0, 50},      {"tanh", VecUnaryOp::kTanh, at::tanh, -5, 5},
+      {"erf", VecUnaryOp::kErf, at::erf, -3, 3},         {"erfc", VecUnaryOp::kErfc, at::erfc, -3, 3},
+      {"sin", VecUnaryOp::kSin, at::sin, -4, 4},         {"cos", VecUnaryOp::kCos, at::cos, -4, 4},
+      {"tan", VecUnaryOp::kTan, at::tan, -1, 1},
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f, -0.0f, 1e-40f,
+                                      -1e-40f, 1e30f, -1e30f, 88.8f, -104.0f};
+  const auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; };
+  for (const Op& o : ops) {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4097}, int64_t{9001}, int64_t{-1}}) {
+      std::vector<float> x = n < 0 ? special : Values(n, o.lo, o.hi, 3);
+      const int64_t len = static_cast<int64_t>(x.size());
+      std::vector<float> out(len + kGuard, kSentinel);
+      HostVecKernels().unary(o.op, VecDtype::kFloat, out.data(), x.data(), len);
+      const at::Tensor want = o.cpu(at::from_blob(x.data(), {len}, at::kFloat)).contiguous();
+      const float* w = want.const_data_ptr<float>();
+      for (int64_t i = 0; i < len; ++i) {
+        ASSERT_TRUE(same(out[i], w[i])) << o.name << " n=" << len << " x=" << x[i] << ": got " << out[i]
+                                        << ", the CPU backend " << w[i];
+      }
+      for (int64_t i = len; i < len + kGuard; ++i) ASSERT_EQ(out[i], kSentinel) << o.name;
     }
   }
 }

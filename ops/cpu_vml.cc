@@ -1,0 +1,86 @@
+#include "ops/cpu_vml.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "ops/cpu_blas.h"
+
+// mkl_vml_functions.h's declarations (MKL_INT is int in torch's LP64 build, the mode a
+// 64-bit word). Weak: a process whose torch links another BLAS has none of them.
+extern "C" {
+#define XXNPU_VML(name) void name(int n, const float* a, float* r, long long mode) __attribute__((weak));
+XXNPU_VML(vmsExp)
+XXNPU_VML(vmsLn)
+XXNPU_VML(vmsLog2)
+XXNPU_VML(vmsLog10)
+XXNPU_VML(vmsSqrt)
+XXNPU_VML(vmsTanh)
+XXNPU_VML(vmsErf)
+XXNPU_VML(vmsErfc)
+XXNPU_VML(vmsSin)
+XXNPU_VML(vmsCos)
+XXNPU_VML(vmsTan)
+#undef XXNPU_VML
+}
+
+namespace xxnpu {
+namespace {
+
+// mkl_vml_defines.h: VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE, torch's mode.
+constexpr long long kVmlHa = 0x2, kVmlFtzDazOff = 0x140000, kVmlErrmodeIgnore = 0x100;
+constexpr long long kMode = kVmlHa | kVmlFtzDazOff | kVmlErrmodeIgnore;
+
+using VmlFn = void (*)(int, const float*, float*, long long);
+
+// The ops torch's CPU backend runs through VML for float32 (the IMPLEMENT_VML_MKL list of
+// ATen/cpu/vml.h that VecUnaryOp has).
+VmlFn VmlFor(VecUnaryOp op) {
+  switch (op) {
+    case VecUnaryOp::kExp: return vmsExp;
+    case VecUnaryOp::kLog: return vmsLn;
+    case VecUnaryOp::kLog2: return vmsLog2;
+    case VecUnaryOp::kLog10: return vmsLog10;
+    case VecUnaryOp::kSqrt: return vmsSqrt;
+    case VecUnaryOp::kTanh: return vmsTanh;
+    case VecUnaryOp::kErf: return vmsErf;
+    case VecUnaryOp::kErfc: return vmsErfc;
+    case VecUnaryOp::kSin: return vmsSin;
+    case VecUnaryOp::kCos: return vmsCos;
+    case VecUnaryOp::kTan: return vmsTan;
+    default: return nullptr;
+  }
+}
+
+// One call of every function before any two threads can make their first: MKL picks its
+// code path for the host on a function's first call, and two compute threads making that
+// call together sometimes left one on another path (half of a 9001-element tanh differed
+// from the CPU backend's in the last bit, in about one run of three).
+void InitOnce() {
+  static const bool done = [] {
+    const float in[16] = {};
+    float out[16];
+    for (int op = 0; op <= static_cast<int>(VecUnaryOp::kRelu); ++op) {
+      if (const VmlFn fn = VmlFor(static_cast<VecUnaryOp>(op))) fn(16, in, out, kMode);
+    }
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace
+
+bool VmlUnaryFloat(VecUnaryOp op, float* out, const float* in, int64_t n) {
+  const VmlFn fn = VmlFor(op);
+  if (fn == nullptr) return false;
+  InitOnce();
+  // Left to itself VML may start an OpenMP team on the cores the other compute threads
+  // are using (cpu_blas.h).
+  const SingleThreadedBlas single_threaded;
+  for (int64_t i = 0; i < n; i += INT_MAX) {
+    const int64_t c = std::min<int64_t>(INT_MAX, n - i);
+    fn(static_cast<int>(c), in + i, out + i, kMode);
+  }
+  return true;
+}
+
+}  // namespace xxnpu
