@@ -432,11 +432,13 @@ absl::Status RunHostFunc(StreamImpl& s, absl::AnyInvocable<void()>& fn, const Re
 // Copies and sets of at least kParallelCopyBytes are split into kCopyChunk pieces over the
 // device's compute threads, as a GPU's copy engines use many lanes. Measured with two
 // compute threads (device time of a D2D copy, quiet machine): 16 MB 1964 -> 1076-1590 us,
-// 64 MB 9361 -> 5683-6778 us; at 4 MB no gain and at 1 MB a loss (24 -> 29-39 us: the
-// hand-off costs more than the second thread brings while the data sits in cache), hence
-// the threshold. Overlapping copies keep memmove's one pass.
+// 64 MB 9361 -> 5683-6778 us. The threshold was 8 MB while a hand-off to the pool cost a
+// wake-up (at 1 MB 24 -> 29-39 us then); since the launcher polls for its worker, clone
+// (optimised wheel, 2 December, median of 9 x 50 calls) at 1 MB takes 16-34 us split
+// against 55-58 whole, 2 MB 44-94 against 167, 4 MB 145-190 against 322-329 (the CPU's
+// clone of 4 MB: 148). Overlapping copies keep memmove's one pass.
 constexpr size_t kCopyChunk = size_t{256} << 10;
-constexpr size_t kParallelCopyBytes = size_t{8} << 20;
+constexpr size_t kParallelCopyBytes = size_t{1} << 20;
 
 void CopyOrSetBytes(StreamImpl& s, bool is_copy, char* dst, const char* src, size_t bytes, int value) {
   const bool overlap = is_copy && dst < src + bytes && src < dst + bytes;
