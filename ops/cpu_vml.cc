@@ -20,6 +20,9 @@ XXNPU_VML(vmsErfc)
 XXNPU_VML(vmsSin)
 XXNPU_VML(vmsCos)
 XXNPU_VML(vmsTan)
+XXNPU_VML(vmsAsin)
+XXNPU_VML(vmsAcos)
+XXNPU_VML(vmsAtan)
 #undef XXNPU_VML
 }
 
@@ -47,6 +50,9 @@ VmlFn VmlFor(VecUnaryOp op) {
     case VecUnaryOp::kSin: return vmsSin;
     case VecUnaryOp::kCos: return vmsCos;
     case VecUnaryOp::kTan: return vmsTan;
+    case VecUnaryOp::kAsin: return vmsAsin;
+    case VecUnaryOp::kAcos: return vmsAcos;
+    case VecUnaryOp::kAtan: return vmsAtan;
     default: return nullptr;
   }
 }

@@ -1,7 +1,7 @@
 // The host's vector math library as the CPU backend calls it: MKL's VML (vms* functions),
 // which torch's pip build links statically and exports. Torch-free.
 //
-// Why: for float32 the CPU backend computes exp, log, sqrt, tanh, erf, sin, ... of dense
+// Why: for float32 the CPU backend computes exp, log, sqrt, tanh, erf, sin, atan, ... of dense
 // rows with VML (ATen/cpu/vml.h), not with Sleef through at::vec. With Sleef the device's
 // kernels ran those at 0.16-0.45x the CPU's speed on one thread in L2 (tanh 0.63 against
 // 3.73 Gelem/s, exp 1.78 against 5.78, sqrt 3.04 against 6.76), which the CPU's page

@@ -41,6 +41,9 @@ enum class VecUnaryOp : uint8_t {
   kSigmoid,
   kErf,
   kErfc,
+  kAsin,
+  kAcos,
+  kAtan,
   kSilu,
   kGelu,      // x * Phi(x), with erf
   kGeluTanh,  // the tanh approximation

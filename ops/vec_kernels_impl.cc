@@ -156,6 +156,12 @@ void Unary(VecUnaryOp op, void* out, const void* in, int64_t n) {
       return Map1<T>(out, in, n, [](const Vec& x) { return x.erf(); });
     case VecUnaryOp::kErfc:
       return Map1<T>(out, in, n, [](const Vec& x) { return x.erfc(); });
+    case VecUnaryOp::kAsin:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x.asin(); });
+    case VecUnaryOp::kAcos:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x.acos(); });
+    case VecUnaryOp::kAtan:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x.atan(); });
     case VecUnaryOp::kSilu:
       return Map1<T>(out, in, n, [](const Vec& x) { return x / (Vec(1.0f) + x.neg().exp()); });
     case VecUnaryOp::kGelu:

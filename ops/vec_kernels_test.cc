@@ -68,6 +68,9 @@ const std::vector<Case>& UnaryCases() {
       {"sigmoid", -10, 10, Sigmoid, VecUnaryOp::kSigmoid},
       {"erf", -3, 3, [](double x) { return std::erf(x); }, VecUnaryOp::kErf},
       {"erfc", -3, 3, [](double x) { return std::erfc(x); }, VecUnaryOp::kErfc},
+      {"asin", -0.99, 0.99, [](double x) { return std::asin(x); }, VecUnaryOp::kAsin},
+      {"acos", -0.99, 0.99, [](double x) { return std::acos(x); }, VecUnaryOp::kAcos},
+      {"atan", -10, 10, [](double x) { return std::atan(x); }, VecUnaryOp::kAtan},
       {"silu", -8, 8, [](double x) { return x * Sigmoid(x); }, VecUnaryOp::kSilu},
       {"gelu", -5, 5, Gelu, VecUnaryOp::kGelu},
       {"gelu_tanh", -5, 5, GeluTanh, VecUnaryOp::kGeluTanh},
@@ -148,7 +151,8 @@ TEST(VecKernels, HostFloatUnaryIsTheCpuBackends) {
       {"sqrt", VecUnaryOp::kSqrt, at::sqrt, 0, 50},      {"tanh", VecUnaryOp::kTanh, at::tanh, -5, 5},
       {"erf", VecUnaryOp::kErf, at::erf, -3, 3},         {"erfc", VecUnaryOp::kErfc, at::erfc, -3, 3},
       {"sin", VecUnaryOp::kSin, at::sin, -4, 4},         {"cos", VecUnaryOp::kCos, at::cos, -4, 4},
-      {"tan", VecUnaryOp::kTan, at::tan, -1, 1},
+      {"tan", VecUnaryOp::kTan, at::tan, -1, 1},         {"asin", VecUnaryOp::kAsin, at::asin, -1, 1},
+      {"acos", VecUnaryOp::kAcos, at::acos, -1, 1},      {"atan", VecUnaryOp::kAtan, at::atan, -10, 10},
   };
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f, -0.0f, 1e-40f,
