@@ -57,28 +57,11 @@ VmlFn VmlFor(VecUnaryOp op) {
   }
 }
 
-// One call of every function before any two threads can make their first: MKL picks its
-// code path for the host on a function's first call, and two compute threads making that
-// call together sometimes left one on another path (half of a 9001-element tanh differed
-// from the CPU backend's in the last bit, in about one run of three).
-void InitOnce() {
-  static const bool done = [] {
-    const float in[16] = {};
-    float out[16];
-    for (int op = 0; op <= static_cast<int>(VecUnaryOp::kRelu); ++op) {
-      if (const VmlFn fn = VmlFor(static_cast<VecUnaryOp>(op))) fn(16, in, out, kMode);
-    }
-    return true;
-  }();
-  (void)done;
-}
-
 }  // namespace
 
 bool VmlUnaryFloat(VecUnaryOp op, float* out, const float* in, int64_t n) {
   const VmlFn fn = VmlFor(op);
   if (fn == nullptr) return false;
-  InitOnce();
   // Left to itself VML may start an OpenMP team on the cores the other compute threads
   // are using (cpu_blas.h).
   const SingleThreadedBlas single_threaded;
