@@ -57,6 +57,24 @@ VmlFn VmlFor(VecUnaryOp op) {
   }
 }
 
+// MKL sets up each VML function on its first call, and a first call racing another
+// thread's first call of the same function sometimes ran at ~1e-4 relative error instead of
+// ~1e-7: a device kernel's first cos on a compute thread while the host computed the same
+// cos on the CPU did, in 4 of 20 fresh processes (so did torch's own tanh, its OpenMP
+// worker against its main thread, with no xxnpu at all). One call of each function while
+// the library loads, on the importing thread before any device thread runs a kernel, and
+// none of 40 processes did.
+const bool kVmlSetUp = [] {
+  const float in[16] = {};
+  float out[16];
+  for (VecUnaryOp op : {VecUnaryOp::kExp, VecUnaryOp::kLog, VecUnaryOp::kLog2, VecUnaryOp::kLog10, VecUnaryOp::kSqrt,
+                        VecUnaryOp::kTanh, VecUnaryOp::kErf, VecUnaryOp::kErfc, VecUnaryOp::kSin, VecUnaryOp::kCos,
+                        VecUnaryOp::kTan, VecUnaryOp::kAsin, VecUnaryOp::kAcos, VecUnaryOp::kAtan}) {
+    if (const VmlFn fn = VmlFor(op)) fn(16, in, out, kMode);
+  }
+  return true;
+}();
+
 }  // namespace
 
 bool VmlUnaryFloat(VecUnaryOp op, float* out, const float* in, int64_t n) {
