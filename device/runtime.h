@@ -37,6 +37,7 @@
 #include <utility>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "device/runtime_types.h"
@@ -163,6 +164,18 @@ absl::Status xxnpuLaunchKernel(const LaunchConfig& config, F&& kernel, xxnpuStre
     return xxnpuLaunchKernelInline(config, thunk, std::addressof(kernel), sizeof(K), stream);
   }
 }
+
+// Device-side fork-join, for a kernel whose work comes in phases (Inductor's generated
+// kernels: a parallel loop, then code that combines its per-thread results, then the next
+// loop). Called from inside a running kernel, it runs `body` over blocks [0, blocks)
+// across the compute threads of the device running that kernel and returns when all are
+// done, with the first error a share returned: a child grid its parent waits for, as with
+// CUDA's dynamic parallelism. The child's time is the parent kernel's (one activity
+// record). `body` gets ranges of blocks, as a kernel does. It runs all blocks as one range
+// on the calling thread when the kernel is below its LaunchConfig::parallel_threshold, or
+// when the calling thread is not a stream's device thread (a pool worker running part of a
+// larger grid; host code).
+absl::Status xxnpuKernelParallelFor(int64_t blocks, absl::FunctionRef<absl::Status(BlockRange)> body);
 
 // A host function run in stream order on the device thread (cudaLaunchHostFunc).
 absl::Status xxnpuLaunchHostFunc(xxnpuStream_t stream, absl::AnyInvocable<void()> fn);

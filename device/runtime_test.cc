@@ -483,6 +483,77 @@ TEST(RuntimeKernelTest, GridIsSplitOverComputeThreadsExactlyOnce) {
   EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);  // never on the host thread
 }
 
+// A one-block kernel that forks a child grid (xxnpuKernelParallelFor, what Inductor's
+// generated kernels do between their phases): every child block runs once, over the
+// device's compute threads, before the parent goes on; a failing share fails the parent
+// with its message; below the parallel threshold the child runs on the parent's thread.
+TEST(RuntimeKernelTest, AKernelsChildGridRunsOnTheComputeThreadsBeforeItGoesOn) {
+  constexpr int kBlocks = 64;
+  std::vector<std::atomic<int>> hits(kBlocks);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> seen_after_join{-1};
+  LaunchConfig cfg;
+  cfg.name = "test_fork_join";
+  cfg.bytes = 1 << 30;
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&](BlockRange) {
+    absl::Status st = xxnpuKernelParallelFor(kBlocks, [&](BlockRange r) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+      }
+      for (int64_t b = r.begin; b < r.end; ++b) {
+        hits[b]++;
+        volatile double x = 0;
+        for (int i = 0; i < 20000; ++i) x = x + i;
+      }
+      return absl::OkStatus();
+    });
+    int total = 0;
+    for (auto& h : hits) total += h.load();
+    seen_after_join = total;  // the join: every child block is done here
+    return st;
+  }, nullptr).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(nullptr).ok());
+  for (int b = 0; b < kBlocks; ++b) ASSERT_EQ(hits[b].load(), 1) << "block " << b;
+  EXPECT_EQ(seen_after_join.load(), kBlocks);
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+
+  // A failing child block is the parent kernel's failure, a sticky error naming it.
+  auto failing = xxnpuStreamCreate();
+  ASSERT_TRUE(failing.ok());
+  cfg.name = "test_fork_join_failing";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) {
+    return xxnpuKernelParallelFor(8, [](BlockRange r) {
+      return r.begin <= 5 && 5 < r.end ? absl::OutOfRangeError("child block 5 failed") : absl::OkStatus();
+    });
+  }, *failing).ok());
+  const absl::Status st = xxnpuStreamSynchronize(*failing);
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("test_fork_join_failing"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("child block 5 failed"));
+  xxnpuStreamDestroy(*failing).IgnoreError();
+
+  // Below the threshold: one range, on the parent's thread.
+  std::thread::id parent, child;
+  std::vector<BlockRange> ranges;
+  cfg.name = "test_fork_join_small";
+  cfg.bytes = 64;
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&](BlockRange) {
+    parent = std::this_thread::get_id();
+    return xxnpuKernelParallelFor(4, [&](BlockRange r) {
+      child = std::this_thread::get_id();
+      ranges.push_back(r);
+      return absl::OkStatus();
+    });
+  }, nullptr).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(nullptr).ok());
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0].begin, 0);
+  EXPECT_EQ(ranges[0].end, 4);
+  EXPECT_EQ(child, parent);
+}
+
 // A kernel's body (its closure and what it captured) is destroyed on the host, not on
 // the device thread: the launching thread allocated it, and freeing it there keeps
 // glibc's per-thread caches on the fast path (stream_engine.cc). It must not linger

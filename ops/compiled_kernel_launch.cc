@@ -44,12 +44,24 @@ const char* Fail(std::string message) {
   return error.c_str();
 }
 
+// A generated kernel's parallel loop, as a child grid of the kernel running it.
+const char* ParallelFor(int64_t blocks, void* closure, const char* (*block)(void*, int64_t, int64_t)) {
+  const absl::Status st = xxnpuKernelParallelFor(blocks, [&](BlockRange r) -> absl::Status {
+    // The message is copied here, on the thread that produced it.
+    if (const char* error = block(closure, r.begin, r.end)) return absl::InternalError(error);
+    return absl::OkStatus();
+  });
+  return st.ok() ? nullptr : Fail(std::string(st.message()));
+}
+
+constexpr CompiledDeviceApi kDeviceApi{&ParallelFor};
+
 // Most kernels have a handful of arguments: up to this many, the arguments travel inside
 // the launch (no allocation); more take the heap-captured form.
 constexpr size_t kInlineArgs = 20;
 
 struct InlineKernel {
-  const char* (*entry)(const uint64_t*);
+  const char* (*entry)(const uint64_t*, const void*);
   uint32_t nargs;
   uint8_t kinds[kInlineArgs];
   uint64_t args[kInlineArgs];
@@ -57,7 +69,7 @@ struct InlineKernel {
   absl::Status operator()(BlockRange) const {
     uint64_t local[kInlineArgs];
     for (uint32_t i = 0; i < nargs; ++i) local[i] = DeviceWord(args[i], kinds[i], &args[i]);
-    if (const char* error = entry(local)) return absl::InternalError(error);
+    if (const char* error = entry(local, &kDeviceApi)) return absl::InternalError(error);
     return absl::OkStatus();
   }
 };
@@ -154,7 +166,8 @@ const char* LaunchCompiledKernel(const CompiledLaunch* launch) {
   config.name = launch->name;
   config.bytes = launch->bytes;
   config.fused_nodes = launch->fused_nodes;
-  // One block: the generated loops are single-threaded (compiler/inductor.py says why).
+  // One block: the kernel's own code runs on the device thread, and each of its parallel
+  // loops is a child grid over the compute threads (ParallelFor; compiler/inductor.py).
   config.grid = Dim3{1, 1, 1};
   const xxnpuStream_t stream = CurrentXxnpuStreamHandle(static_cast<c10::DeviceIndex>(device));
   absl::Status status;
@@ -170,7 +183,7 @@ const char* LaunchCompiledKernel(const CompiledLaunch* launch) {
                     kinds = std::move(kinds)](BlockRange) -> absl::Status {
           absl::InlinedVector<uint64_t, kInlineArgs> local(words.size());
           for (size_t i = 0; i < local.size(); ++i) local[i] = DeviceWord(words[i], kinds[i], &words[i]);
-          if (const char* error = entry(local.data())) return absl::InternalError(error);
+          if (const char* error = entry(local.data(), &kDeviceApi)) return absl::InternalError(error);
           return absl::OkStatus();
         }),
         stream);

@@ -18,7 +18,17 @@
 
 namespace xxnpu {
 
-inline constexpr uint32_t kCompiledLaunchAbi = 3;
+inline constexpr uint32_t kCompiledLaunchAbi = 4;
+
+// What a generated kernel calls while it runs on the device. Inductor's kernels come in
+// phases (a parallel loop, then code combining its per-thread results, then the next
+// loop); each parallel loop is a child grid of the kernel (xxnpuKernelParallelFor).
+struct CompiledDeviceApi {
+  // Runs block(closure, begin, end) over ranges covering [0, blocks) on the compute threads
+  // of the device running the kernel, and returns when all are done: nullptr, or the first
+  // failing range's message (valid until the calling thread's next failure).
+  const char* (*parallel_for)(int64_t blocks, void* closure, const char* (*block)(void* closure, int64_t begin, int64_t end));
+};
 
 struct CompiledLaunch {
   uint32_t abi_version;
@@ -28,7 +38,9 @@ struct CompiledLaunch {
   // the same way; nullptr when Inductor named none.
   const char* fused_nodes;
   uint64_t bytes;
-  const char* (*entry)(const uint64_t* args);  // nullptr on success, else the kernel's message
+  // Runs the kernel: nullptr on success, else the kernel's message. `device` is a
+  // const CompiledDeviceApi* (declared void here so the generated side need not name it).
+  const char* (*entry)(const uint64_t* args, const void* device);
   const uint64_t* args;
   // Per argument: 0 for a scalar, else the size of the element a pointer points to.
   const uint8_t* pointee_size;

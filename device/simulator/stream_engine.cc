@@ -375,6 +375,15 @@ std::string NodeSuffix(const RecordSource& src) {
   return src.graph_id == 0 ? std::string() : absl::StrCat(" (graph ", src.graph_id, " node ", src.node_id, ")");
 }
 
+// The kernel a device thread is running, for xxnpuKernelParallelFor: the pool its child
+// grids go to, and whether the kernel is big enough to spread (its parallel_threshold).
+struct RunningKernel {
+  ComputePool* pool = nullptr;
+  int priority = 0;
+  bool parallel = false;
+};
+thread_local const RunningKernel* running_kernel = nullptr;
+
 // Runs one kernel, eager or replayed, and writes its record. Always inlined: the eager
 // path's code (and cost per kernel) stays what it was before graphs shared it.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const LaunchConfig& config,
@@ -382,7 +391,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const 
   const int64_t start = NowNs();
   const bool parallel = config.bytes + config.flops >= config.parallel_threshold;
   const int64_t blocks = static_cast<int64_t>(config.grid.count());
+  const RunningKernel running{s.pool, s.priority, parallel};
+  const RunningKernel* const outer = running_kernel;
+  running_kernel = &running;
   absl::Status st = s.pool->Run(blocks, parallel, s.priority, body);
+  running_kernel = outer;
   if (st.ok()) {
     // Memcheck: an underrun into a canary is only visible after the kernel.
     if (KernelEndCheck check = GetKernelEndCheck()) {
@@ -485,6 +498,13 @@ void RunCopyOrSet(StreamImpl& s, bool is_copy, void* dst, const void* src_ptr, s
 }
 
 }  // namespace
+
+absl::Status xxnpuKernelParallelFor(int64_t blocks, absl::FunctionRef<absl::Status(BlockRange)> body) {
+  const RunningKernel* k = running_kernel;
+  if (blocks <= 0) return absl::OkStatus();
+  if (k == nullptr || !k->parallel) return body(BlockRange{0, blocks});
+  return k->pool->Run(blocks, /*parallel=*/true, k->priority, body);
+}
 
 void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
   switch (cmd.type) {

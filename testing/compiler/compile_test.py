@@ -175,6 +175,71 @@ def test_dynamic_shapes_compile_once_for_two_sizes():
     assert counter.frame_count == 1
 
 
+# Big enough that Inductor splits their loops (config.cpp.min_chunk_size) and the device
+# spreads them (LaunchConfig::parallel_threshold): each kind of parallel loop Inductor
+# writes, in one graph so that it compiles once.
+def _parallel_graph(x, y, rows, tall, wide):
+    chain = torch.sigmoid(x * y + 1).relu() - y           # one flat parallel loop
+    long_rows = rows.sum(-1) + rows.amax(-1)               # 2 rows: a parallel reduction
+    softmax = torch.softmax(wide, -1)                      # parallel over rows
+    permuted = (tall.permute(1, 2, 0) * 2).contiguous()    # [1, 3, N]: collapse(2)
+    var, mean = torch.var_mean(rows, -1)                   # Welford, parallel reduction
+    return chain, long_rows, softmax, permuted, var, mean, rows.argmax(-1)
+
+
+def test_large_kernels_split_their_loops_over_the_compute_threads(tmp_path):
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    cpu = [torch.randn(1 << 20), torch.randn(1 << 20), torch.randn(2, 1 << 17), torch.randn(1 << 18, 1, 3),
+           torch.randn(512, 1024)]
+    dev = [t.to("xxnpu") for t in cpu]
+    torch._dynamo.reset()
+    cf = torch.compile(_parallel_graph)
+    got, codes = run_and_get_code(cf, *dev)
+    for g, w in zip(got, _parallel_graph(*cpu)):
+        if w.dtype == torch.int64:
+            assert torch.equal(g.cpu(), w)
+        else:
+            torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-3)
+    code = "\n".join(codes)
+    # Each parallel loop is a child grid of N = the device's compute threads, never an
+    # OpenMP team (which would run on threads the device does not own).
+    threads = torch.xxnpu.get_device_properties(0).multi_processor_count
+    assert threads >= 2, "the test needs a device with two compute threads"
+    regions = re.findall(r"xxnpu_device::parallel\((\d+), \[&\]\(int64_t tid\)", code)
+    assert len(regions) >= 3 and set(regions) == {str(threads)}, regions
+    assert "#pragma omp parallel" not in code and "omp_get_thread_num" not in code
+    assert "tmp_acc0_arr[tid]" in code  # a parallel reduction's per-share accumulators
+    assert "xxnpu_n1_" in code  # a collapsed nest shared out as one loop
+    with profile(activities=ACTIVITIES) as prof:
+        cf(*dev)
+        torch.xxnpu.synchronize()
+    kernels = [k for k in _trace_kernels(prof, tmp_path) if GENERATED.match(k["name"])]
+    # Inductor's C++ backend puts a graph's loop nests into as few kernels as it can (one
+    # here, with a region per nest): each is still one device kernel, its child grids'
+    # time its own, on the current stream.
+    assert len(kernels) >= 1, kernels
+    assert all(k["args"]["stream"] == torch.xxnpu.current_stream().stream_id for k in kernels)
+
+
+def test_a_fault_in_a_parallel_loop_is_a_sticky_error_naming_the_kernel():
+    def f(x, i):
+        return x[i] * 2
+
+    x = torch.randn(1 << 18, device="xxnpu")
+    i = torch.randint(0, 1 << 18, (1 << 18,))
+    cf = torch.compile(f)
+    _close(cf(x, i.to("xxnpu")), x.cpu()[i] * 2)
+    bad = i.clone()
+    bad[-3] = 1 << 20  # in the last share: a compute thread other than the kernel's own
+    cf(x, bad.to("xxnpu"))
+    with pytest.raises(RuntimeError, match=r"kernel 'cpp_fused_\w+' failed on xxnpu:0 .*index out of bounds"):
+        torch.xxnpu.synchronize()
+    torch.xxnpu.synchronize()
+    _close(cf(x, i.to("xxnpu")), x.cpu()[i] * 2)
+
+
 def test_runs_on_the_current_stream(tmp_path):
     def f(x):
         return x.cos() + 1
@@ -507,7 +572,8 @@ def _cpp_wrapper_graph(x, y, a, b, c, i):
 
 def _cpp_wrapper_inputs():
     torch.manual_seed(0)
-    cpu = [torch.randn(37, 129), torch.randn(37, 129), torch.randn(64, 32), torch.randn(32, 48), torch.randn(48)]
+    # x, y big enough for parallel loops (the chain's and the reductions' run as child grids).
+    cpu = [torch.randn(512, 1031), torch.randn(512, 1031), torch.randn(64, 32), torch.randn(32, 48), torch.randn(48)]
     cpu.append(torch.tensor([0, 5, 36]))
     return cpu, [t.to("xxnpu") for t in cpu]
 
@@ -539,6 +605,8 @@ def test_cpp_wrapper_launches_generated_kernels_as_device_kernels(cpp_wrapper_co
     assert "cpp_wrapper_src" in code and "inductor_entry_impl" in code
     launched = set(re.findall(r"xxnpu_compiled::Kernel<&(cpp_fused_\w+)>::launch\(", code))
     assert len(launched) >= 2, launched
+    # Their parallel loops are child grids on the device, as in the Python wrapper's kernels.
+    assert "xxnpu_device::parallel(" in code and "#pragma omp parallel" not in code
     # No kernel is called directly on the host thread.
     for name in launched:
         assert not re.search(rf"(?<![&\w]){name}\((?!const|int|float|double|long|bool)", code.split("inductor_entry_impl")[-1]), name
@@ -579,7 +647,7 @@ def test_cpp_wrapper_kernel_trace_args_carry_bytes_and_fused_nodes(cpp_wrapper_c
 def test_cpp_wrapper_kernel_fault_is_a_sticky_error_naming_it(cpp_wrapper_compiled):
     cf, _ = cpp_wrapper_compiled
     cpu, dev = _cpp_wrapper_inputs()
-    dev[-1] = torch.tensor([0, 5, 99], device="xxnpu")
+    dev[-1] = torch.tensor([0, 5, 999], device="xxnpu")
     cf(*dev)  # returns: the launch is asynchronous
     with pytest.raises(RuntimeError, match=r"kernel 'cpp_fused_\w+' failed on xxnpu:0 .*index out of bounds"):
         torch.xxnpu.synchronize()

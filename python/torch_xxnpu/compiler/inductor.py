@@ -8,11 +8,11 @@ things differ:
   after the Inductor kernel, with the bytes it moves. On the device thread the pointers go
   through ``DeviceView`` and the kernel runs; the host never dereferences device memory.
   Errors the kernel throws become the stream's sticky error, naming the kernel.
-- Kernels are generated single-threaded (``cpp.threads = 1`` while xxnpu code is
-  generated): an OpenMP team inside a device kernel would run outside the device's compute
-  threads, their stream order, and the fault recovery that turns a bad access into a
-  sticky error. Parallelism comes from the device running streams concurrently; splitting
-  one kernel's outer loop across compute threads is the next step (docs/compile.md).
+- Kernels split their loops over the device's compute threads without OpenMP: each
+  OpenMP region Inductor would write is a child grid of the kernel on the device
+  (_DEVICE_PRELUDE, _DeviceWorkSharing, _device_loop_lines). An OpenMP team would run
+  outside the device's compute threads, their stream order, and the fault recovery that
+  turns a bad access into a sticky error.
 - Buffers are allocated with ``empty_strided(..., device='xxnpu:N')`` (Inductor's generic
   path, plus the index) and extern kernels (mm, addmm, bmm, SDPA, ...) are ATen calls on xxnpu tensors, so
   they dispatch to the xxnpu kernels.
@@ -40,7 +40,10 @@ DEVICE = "xxnpu"
 # reads and writes.
 _LAUNCH_ARGTYPES = ["uintptr_t", "uintptr_t", "uintptr_t", "int64_t"]
 
-# The fields of one kernel launch, the launch ABI (version 3) that both wrappers' glue below
+# The launch ABI's version: ops/compiled_kernel_launch.h's kCompiledLaunchAbi.
+_LAUNCH_ABI = 4
+
+# The fields of one kernel launch, the launch ABI (_LAUNCH_ABI) that both wrappers' glue below
 # declares and ops/compiled_kernel_launch.h's CompiledLaunch defines: keep all in step.
 # No braces, so it can go into the format template of _LAUNCH_GLUE as it is.
 _LAUNCH_FIELDS = """
@@ -49,10 +52,75 @@ _LAUNCH_FIELDS = """
     const char* name;
     const char* fused_nodes;
     uint64_t bytes;
-    const char* (*entry)(const uint64_t* args);
+    const char* (*entry)(const uint64_t* args, const void* device);
     const uint64_t* args;
     const uint8_t* pointee_size;
 """
+
+# C++ put before every xxnpu kernel's source (and into the C++ wrappers): what the kernel's
+# parallel loops call. Inductor writes an OpenMP region, ``#pragma omp parallel { ... #pragma
+# omp for ... }``; for xxnpu it writes ``xxnpu_device::parallel(N, [&](int64_t tid) { ... })``
+# instead (_DeviceWorkSharing), whose body runs once per tid on the device's compute threads
+# as a child grid of the kernel (CompiledDeviceApi::parallel_for in
+# ops/compiled_kernel_launch.h, which is xxnpuKernelParallelFor), and each ``omp for`` loop
+# takes the tid's share of the iterations (_device_loop_lines). An OpenMP team would run on
+# threads the device does not own, outside its stream order, its fault handling and its
+# profiler records. Guarded: a C++ wrapper holds many kernels in one file.
+_DEVICE_PRELUDE = r"""
+#ifndef XXNPU_DEVICE_PRELUDE_
+#define XXNPU_DEVICE_PRELUDE_
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace xxnpu_device {
+// ops/compiled_kernel_launch.h's CompiledDeviceApi (launch ABI %ABI%).
+struct Api {
+    const char* (*parallel_for)(int64_t blocks, void* closure, const char* (*block)(void* closure, int64_t begin, int64_t end));
+};
+// Set by the kernel's entry on the device thread that runs the kernel.
+inline thread_local const Api* api = nullptr;
+
+// Runs body(tid) for each tid in [0, n) on the device's compute threads; returns when all
+// are done (the join is the barrier that ends an OpenMP region). A body's exception
+// becomes this call's, with its message.
+template <typename F> inline void parallel(int64_t n, const F& body) {
+    if (api == nullptr) {
+        throw std::logic_error("an xxnpu kernel's parallel loop ran outside the device (no device entry)");
+    }
+    const char* (*block)(void*, int64_t, int64_t) = [](void* closure, int64_t begin, int64_t end) -> const char* {
+        try {
+            for (int64_t tid = begin; tid < end; ++tid) (*static_cast<const F*>(closure))(tid);
+            return nullptr;
+        } catch (const std::exception& e) {
+            thread_local std::string message;
+            message = e.what();
+            return message.c_str();
+        } catch (...) {
+            return "the generated kernel threw a non-standard exception";
+        }
+    };
+    if (const char* error = api->parallel_for(n, const_cast<F*>(&body), block)) throw std::runtime_error(error);
+}
+
+// The number of iterations of for (i = begin; i < end; i += step).
+inline int64_t trips(int64_t begin, int64_t end, int64_t step) {
+    return end > begin ? (end - begin + step - 1) / step : 0;
+}
+
+// Share `tid` of `n` iterations split over `parts`, as OpenMP's static schedule: the
+// first n % parts shares have one iteration more.
+inline std::pair<int64_t, int64_t> share(int64_t n, int64_t tid, int64_t parts) {
+    const int64_t base = n / parts, extra = n % parts;
+    const int64_t begin = tid * base + std::min(tid, extra);
+    return {begin, begin + base + (tid < extra ? 1 : 0)};
+}
+}  // namespace xxnpu_device
+#endif  // XXNPU_DEVICE_PRELUDE_
+""".replace("%ABI%", str(_LAUNCH_ABI))
 
 # C++ appended to every xxnpu kernel's source (through the binding template's
 # extra_parse_arg hook, hence the doubled braces). XxnpuCompiledLaunch's fields are
@@ -104,7 +172,8 @@ _LAUNCH_GLUE = textwrap.dedent(
 
     // Runs on the device thread with device-visible pointers; never lets an exception
     // cross into the runtime: it returns the message instead.
-    template <typename... A> static const char* xxnpu_entry(const uint64_t* args) {{
+    template <typename... A> static const char* xxnpu_entry(const uint64_t* args, const void* device) {{
+        xxnpu_device::api = static_cast<const xxnpu_device::Api*>(device);
         try {{
             xxnpu_call<A...>(args, std::index_sequence_for<A...>{{}});
             return nullptr;
@@ -122,7 +191,7 @@ _LAUNCH_GLUE = textwrap.dedent(
                                   A... a) {{
         const uint64_t args[] = {{xxnpu_pack(a)..., 0}};
         const uint8_t pointee_size[] = {{xxnpu_pointee_size<A>()..., 0}};
-        const XxnpuCompiledLaunch launch{{3, static_cast<uint32_t>(sizeof...(A)),
+        const XxnpuCompiledLaunch launch{{%ABI%, static_cast<uint32_t>(sizeof...(A)),
             reinterpret_cast<const char*>(name), reinterpret_cast<const char*>(fused_nodes),
             static_cast<uint64_t>(bytes),
             &xxnpu_entry<A...>, args, pointee_size}};
@@ -133,7 +202,7 @@ _LAUNCH_GLUE = textwrap.dedent(
         Py_RETURN_NONE;
     }}
     """
-).replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS)
+).replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
 
 class XxnpuKernelCodeCache(CppPythonBindingsCodeCache):
@@ -268,26 +337,191 @@ def _single_threaded():
     return config.patch({"cpp.threads": 1, "cpp.dynamic_threads": False})
 
 
+@functools.lru_cache(None)
+def _compute_threads(index: int) -> int:
+    import torch
+
+    return max(1, int(torch.xxnpu.get_device_properties(index).multi_processor_count))
+
+
+def _device_threads() -> int:
+    """The compute threads of the device being generated for: the N of its kernels'
+    parallel regions (any N is correct; this one gives each thread one share)."""
+    import torch
+
+    device = V.graph.current_device
+    index = device.index if device is not None and device.type == DEVICE and device.index is not None else None
+    return _compute_threads(torch.xxnpu.current_device() if index is None else index)
+
+
+class _DeviceWorkSharing:
+    """Inductor's WorkSharing (the OpenMP region its loops are written in) for the device:
+    a region is ``xxnpu_device::parallel(N, [&](int64_t tid) { ... });`` (_DEVICE_PRELUDE).
+
+    Each parallel loop nest gets a region of its own: OpenMP's regions share threads across
+    several ``omp for`` loops, separated by the barrier each loop ends with; here the join
+    at the end of the region is that barrier. Code Inductor would run in ``omp single``
+    runs on the kernel's own thread, between regions."""
+
+    def __init__(self, code) -> None:
+        self.code = code
+        self.in_parallel = False
+        self.num_threads = None
+        self.stack = contextlib.ExitStack()
+
+    def parallel(self, threads) -> None:
+        self.close()
+        self.num_threads = threads
+        self.in_parallel = True
+        self.code.writeline(f"xxnpu_device::parallel({threads}, [&](int64_t tid)")
+        self.stack.enter_context(self.code.indent())
+
+    def single(self) -> bool:
+        self.close()
+        return False
+
+    def close(self) -> None:
+        was_parallel = self.in_parallel
+        self.stack.close()
+        self.in_parallel = False
+        if was_parallel:
+            self.code.writeline(");")
+
+    def __enter__(self):
+        self.stack.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        self.close()
+
+
+def _device_kernel_group():
+    from torch._inductor.codegen import cpp
+
+    group = cpp.KernelGroup()
+    # KernelGroup entered the CPU's WorkSharing and wrote nothing yet: swap in the device's.
+    group.stack.close()
+    group.ws = _DeviceWorkSharing(group.loops_code)
+    group.stack = contextlib.ExitStack()
+    group.stack.enter_context(group.ws)
+    return group
+
+
+def _mark_parallel_for_device(original):
+    """LoopNest.mark_parallel, also noting on the nest's first parallel level the levels
+    it collapses (``omp for collapse(k)``) so that _device_loop_lines can share them out."""
+
+    def mark_parallel(self, par_depth):
+        original(self, par_depth)
+        start, depth = par_depth.start_depth, par_depth.parallel_depth
+        levels = self.loops[start:start + depth]
+        levels[0]._xxnpu_shared = list(levels)
+        for level in levels[1:]:
+            level._xxnpu_folded = True
+
+    return mark_parallel
+
+
+def _device_loop_lines(original):
+    """LoopLevel.lines for the device: the first level of a parallel nest (and the levels
+    it collapses) becomes one loop over the tid's share of the nest's iterations, as
+    OpenMP's static schedule would give thread tid; the collapsed levels' own headers
+    are empty (an empty block remains). Other levels are Inductor's."""
+    from torch._inductor.codegen.cpp_utils import cexpr_index
+    from torch._inductor.utils import parallel_num_threads
+
+    def lines(self):
+        if getattr(self, "_xxnpu_folded", False):
+            return []
+        levels = getattr(self, "_xxnpu_shared", None)
+        if not self.parallel:
+            return original(self)
+        if levels is None:
+            raise AssertionError("xxnpu codegen: a parallel loop level that mark_parallel did not mark")
+        offsets = [cexpr_index(level.offset) for level in levels]
+        sizes = [cexpr_index(level.size) for level in levels]
+        if config.cpp.no_redundant_loops and any(o == z for o, z in zip(offsets, sizes)):
+            return None  # no iterations (what Inductor's lines() says with None)
+        steps = []
+        for level in levels:
+            step = cexpr_index(level.steps)
+            steps.append(step if level.steps.is_number else f"({step} == 0 ? 1 : {step})")
+        tag = str(levels[0].var)
+        trips = [f"xxnpu_n{j}_{tag}" for j in range(len(levels))]
+        out = [
+            f"const int64_t {n} = xxnpu_device::trips({o}, {z}, {st});"
+            for n, o, z, st in zip(trips, offsets, sizes, steps)
+        ]
+        threads = parallel_num_threads()  # the region's N (_DeviceWorkSharing.parallel)
+        out.append(f"const auto xxnpu_share_{tag} = xxnpu_device::share({' * '.join(trips)}, tid, {threads});")
+        i = f"xxnpu_i_{tag}"
+
+        def var_at(j: int, flat: str) -> str:
+            below = " * ".join(trips[j + 1:])
+            index = f"({flat} / ({below}))" if below else flat
+            if j > 0:
+                index = f"({index} % {trips[j]})"
+            return f"{levels[j].var} = {offsets[j]} + {index} * {steps[j]}"
+
+        if len(levels) == 1:
+            init = [f"{i} = xxnpu_share_{tag}.first", f"{levels[0].var} = {offsets[0]} + {i} * {steps[0]}"]
+            step = [f"++{i}", f"{levels[0].var} += {steps[0]}"]
+        else:
+            init = [f"{i} = xxnpu_share_{tag}.first"] + [var_at(j, i) for j in range(len(levels))]
+            step = [f"++{i}"] + [var_at(j, i) for j in range(len(levels))]
+        out.append(f"for(int64_t {', '.join(init)}; {i} < xxnpu_share_{tag}.second; {', '.join(step)})")
+        return out
+
+    return lines
+
+
+@contextlib.contextmanager
+def _device_threaded():
+    """While xxnpu kernels are generated: N = the device's compute threads, parallel loops
+    written for the device (_DeviceWorkSharing, _device_loop_lines)."""
+    from torch._inductor.codegen import cpp
+
+    threads = _device_threads()
+    lines, mark = cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel
+    if getattr(lines, "_xxnpu", False):  # nested (flush inside codegen_node)
+        with config.patch({"cpp.threads": threads, "cpp.dynamic_threads": False}):
+            yield
+        return
+    device_lines, device_mark = _device_loop_lines(lines), _mark_parallel_for_device(mark)
+    device_lines._xxnpu = True
+    cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = device_lines, device_mark
+    try:
+        with config.patch({"cpp.threads": threads, "cpp.dynamic_threads": False}):
+            yield
+    finally:
+        cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = lines, mark
+
+
 class XxnpuScheduling(CppScheduling):
-    """CppScheduling generating single-threaded kernels, with the byte count of each."""
+    """CppScheduling generating device kernels: parallel loops as child grids over the
+    device's compute threads (templates single-threaded), with the byte count of each."""
+
+    def reset_kernel_group(self) -> None:
+        self.kernel_group = _device_kernel_group()
 
     def codegen_node(self, node) -> None:
-        with _single_threaded():
+        with _device_threaded():
             super().codegen_node(node)
 
     def codegen_template(self, *args, **kwargs):
+        # Inductor's C++ templates (GEMM, flex attention) write their own OpenMP regions.
         with _single_threaded():
             return super().codegen_template(*args, **kwargs)
 
     def flush(self) -> None:
-        with _single_threaded():
+        with _device_threaded():
             super().flush()
 
     def define_kernel(self, src_code, nodes, kernel_args=None):
         # The wrapper dedupes kernels by source across devices: the marker line keeps an
         # xxnpu kernel from reusing a CPU kernel of the same source (called directly, on
         # host memory) in a graph that has both.
-        src_code = f"{src_code}\n// xxnpu device kernel\n"
+        src_code = f"{_DEVICE_PRELUDE}\n{src_code}\n// xxnpu device kernel\n"
         wrapper = V.graph.wrapper_code
         wrapper._xxnpu_pending_bytes = _kernel_bytes(nodes)
         wrapper._xxnpu_pending_fused_nodes = _fused_node_names(nodes)
@@ -371,7 +605,7 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
 # Python next to a _C that Python loaded RTLD_LOCAL, so dlsym cannot see it) and an AOTI
 # model .so (loaded by any C++ program that links torch_xxnpu's ops) can both make, with no
 # link-time dependency on torch_xxnpu and no address passed in from outside.
-_CPP_WRAPPER_PRELUDE = r"""
+_CPP_WRAPPER_PRELUDE = _DEVICE_PRELUDE + r"""
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -401,8 +635,8 @@ inline const Api& api() {
                 "(link torch_xxnpu's ops, or import torch_xxnpu)");
         }
         const Api* a = reinterpret_cast<const Api*>(static_cast<uintptr_t>(stack[0]));
-        if (a->abi_version != 3 || a->size < sizeof(Api)) {
-            throw std::runtime_error("xxnpu compiled kernels: this wrapper was built for launch ABI 3, torch_xxnpu has "
+        if (a->abi_version != %ABI% || a->size < sizeof(Api)) {
+            throw std::runtime_error("xxnpu compiled kernels: this wrapper was built for launch ABI %ABI%, torch_xxnpu has "
                                      + std::to_string(a->abi_version) + "; recompile");
         }
         return a;
@@ -449,7 +683,8 @@ template <typename... A, void (*Fn)(A...)> struct Kernel<Fn> {
 
     // Runs on the device thread with device-visible pointers; never lets an exception
     // cross into the runtime: it returns the message instead.
-    static const char* entry(const uint64_t* args) {
+    static const char* entry(const uint64_t* args, const void* device) {
+        xxnpu_device::api = static_cast<const xxnpu_device::Api*>(device);
         try {
             call(args, std::index_sequence_for<A...>{});
             return nullptr;
@@ -467,7 +702,7 @@ template <typename... A, void (*Fn)(A...)> struct Kernel<Fn> {
         static const char* const interned_nodes = fused_nodes[0] ? api().intern(fused_nodes) : nullptr;
         const uint64_t args[] = {pack(a)..., 0};
         const uint8_t sizes[] = {pointee_size<A>()..., 0};
-        const Launch l{3, static_cast<uint32_t>(sizeof...(A)), interned_name, interned_nodes, bytes, &entry, args, sizes};
+        const Launch l{%ABI%, static_cast<uint32_t>(sizeof...(A)), interned_name, interned_nodes, bytes, &entry, args, sizes};
         if (const char* error = api().launch(&l)) {
             throw std::runtime_error(error);
         }
@@ -487,7 +722,7 @@ static inline AOTITorchError aoti_torch_xxnpu_addmm_out(AtenTensorHandle out, At
 static inline AOTITorchError aoti_torch_xxnpu_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
     return xxnpu_compiled::api().bmm_out(out, self, mat2);
 }
-""".replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS)
+""".replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
 # The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
 _XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out"})
