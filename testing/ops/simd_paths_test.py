@@ -126,6 +126,41 @@ def test_binary_dense_broadcast_scalar_and_mixed(name, dtype):
     _close(fn(xa, xb.to(other)), fn(a, b.to(other)))
 
 
+# Rows shorter than 64 elements (ops/elementwise.h, kShortRow) are gathered into staging
+# buffers, run through the vector kernel in batches of up to 2048 elements and scattered
+# back: slices of wider tensors, and an operand broadcast along the rows. The element
+# results must be the dense path's exactly (the same kernel), whatever the batching.
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_short_rows_are_staged_exactly_as_dense_rows(dtype):
+    rows = 1500  # more than one staging batch for every width below
+    for k in (1, 3, 4, 17, 63):
+        x = _rand((rows, 80), dtype, k, 0.05, 3).to("xxnpu")
+        sliced = x[:, 2:2 + k]
+        for name in ("exp", "tanh", "sqrt", "sigmoid", "gelu", "abs"):
+            fn = UNARY[name][0]
+            got = fn(sliced)
+            assert torch.equal(got.cpu(), fn(sliced.contiguous()).cpu()), (name, k)
+            _close(got, fn(sliced.cpu()))
+        # A strided output as well.
+        out = torch.zeros(rows, 80, dtype=dtype, device="xxnpu")
+        torch.exp(sliced, out=out[:, 5:5 + k])
+        assert torch.equal(out[:, 5:5 + k].cpu(), torch.exp(sliced.contiguous()).cpu())
+        assert not out[:, :5].cpu().any() and not out[:, 5 + k:].cpu().any()
+        y = _rand((rows, 80), dtype, k + 100, 0.5, 3).to("xxnpu")[:, 9:9 + k]
+        y_dense = y.contiguous()
+        bias = _rand(k, dtype, 7, 0.5, 3).to("xxnpu")  # stride 0 from row to row
+        column = _rand((rows, 1), dtype, 8, 0.5, 3).to("xxnpu")  # stride 0 along each row
+        for name in ("add_alpha", "mul", "div", "maximum", "ge"):
+            fn = BINARY[name]
+            dense = sliced.contiguous()
+            for a, b, a_ref, b_ref in ((sliced, y, dense, y_dense),
+                                       (dense, bias, dense, bias.expand(rows, k).contiguous()),
+                                       (column, sliced, column.expand(rows, k).contiguous(), dense)):
+                got = fn(a, b)
+                assert torch.equal(got.cpu(), fn(a_ref, b_ref).cpu()), (name, k)
+                _close(got, fn(a.cpu(), b.cpu()))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_comparison_into_float_out(dtype):
     a, b = _rand(100, dtype, 4), _rand(100, dtype, 5)
