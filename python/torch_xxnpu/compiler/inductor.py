@@ -84,6 +84,21 @@ struct Api {
 // Set by the kernel's entry on the device thread that runs the kernel.
 inline thread_local const Api* api = nullptr;
 
+// Runs f() and returns nullptr, or the message of what it threw (valid until the thread's
+// next failure): a generated kernel's exceptions never cross into the runtime.
+template <typename F> inline const char* failure_of(const F& f) {
+    try {
+        f();
+        return nullptr;
+    } catch (const std::exception& e) {
+        thread_local std::string message;
+        message = e.what();
+        return message.c_str();
+    } catch (...) {
+        return "the generated kernel threw a non-standard exception";
+    }
+}
+
 // Runs body(tid) for each tid in [0, n) on the device's compute threads; returns when all
 // are done (the join is the barrier that ends an OpenMP region). A body's exception
 // becomes this call's, with its message.
@@ -92,16 +107,9 @@ template <typename F> inline void parallel(int64_t n, const F& body) {
         throw std::logic_error("an xxnpu kernel's parallel loop ran outside the device (no device entry)");
     }
     const char* (*block)(void*, int64_t, int64_t) = [](void* closure, int64_t begin, int64_t end) -> const char* {
-        try {
+        return failure_of([&] {
             for (int64_t tid = begin; tid < end; ++tid) (*static_cast<const F*>(closure))(tid);
-            return nullptr;
-        } catch (const std::exception& e) {
-            thread_local std::string message;
-            message = e.what();
-            return message.c_str();
-        } catch (...) {
-            return "the generated kernel threw a non-standard exception";
-        }
+        });
     };
     if (const char* error = api->parallel_for(n, const_cast<F*>(&body), block)) throw std::runtime_error(error);
 }
@@ -174,16 +182,7 @@ _LAUNCH_GLUE = textwrap.dedent(
     // cross into the runtime: it returns the message instead.
     template <typename... A> static const char* xxnpu_entry(const uint64_t* args, const void* device) {{
         xxnpu_device::api = static_cast<const xxnpu_device::Api*>(device);
-        try {{
-            xxnpu_call<A...>(args, std::index_sequence_for<A...>{{}});
-            return nullptr;
-        }} catch (const std::exception& e) {{
-            thread_local std::string message;
-            message = e.what();
-            return message.c_str();
-        }} catch (...) {{
-            return "the generated kernel threw a non-standard exception";
-        }}
+        return xxnpu_device::failure_of([&] {{ xxnpu_call<A...>(args, std::index_sequence_for<A...>{{}}); }});
     }}
 
     template <typename... A>
@@ -685,16 +684,7 @@ template <typename... A, void (*Fn)(A...)> struct Kernel<Fn> {
     // cross into the runtime: it returns the message instead.
     static const char* entry(const uint64_t* args, const void* device) {
         xxnpu_device::api = static_cast<const xxnpu_device::Api*>(device);
-        try {
-            call(args, std::index_sequence_for<A...>{});
-            return nullptr;
-        } catch (const std::exception& e) {
-            thread_local std::string message;
-            message = e.what();
-            return message.c_str();
-        } catch (...) {
-            return "the generated kernel threw a non-standard exception";
-        }
+        return xxnpu_device::failure_of([&] { call(args, std::index_sequence_for<A...>{}); });
     }
 
     static void launch(const char* name, const char* fused_nodes, uint64_t bytes, A... a) {
