@@ -86,9 +86,9 @@ float VecConstant(T v) {
 // buffers: the elements are gathered into a dense buffer, the kernel runs once over up to
 // kStageElems of them, and the results are scattered back. A [65536, 4] slice of a wider
 // tensor was 65536 calls of 4 elements (the VML functions' calls cost ~20 ns: tanh took
-// 1.6 ms, the CPU 1.05 ms; now 0.33-0.38 ms), and strided rows took a scalar loop whose
-// functions differ from the vector kernels in the last bit: now every layout gets the dense
-// path's results.
+// 1.5 ms, the CPU 0.96 ms; now 0.15 ms, benchmarks/layouts_benchmark.py), and strided rows
+// took a scalar loop whose functions differ from the vector kernels in the last bit: now
+// every layout gets the dense path's results.
 inline constexpr int64_t kShortRow = 64;
 inline constexpr int64_t kStageElems = 2048;
 

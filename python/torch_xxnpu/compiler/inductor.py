@@ -477,23 +477,23 @@ def _device_loop_lines(original):
 @contextlib.contextmanager
 def _device_threaded():
     """While xxnpu kernels are generated: N = the device's compute threads, parallel loops
-    written for the device (_DeviceWorkSharing, _device_loop_lines)."""
+    written for the device (_DeviceWorkSharing, _device_loop_lines). Re-entered by the
+    flush inside codegen_node: the loop patches are then already in place."""
     from torch._inductor.codegen import cpp
 
-    threads = _device_threads()
-    lines, mark = cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel
-    if getattr(lines, "_xxnpu", False):  # nested (flush inside codegen_node)
-        with config.patch({"cpp.threads": threads, "cpp.dynamic_threads": False}):
-            yield
-        return
-    device_lines, device_mark = _device_loop_lines(lines), _mark_parallel_for_device(mark)
-    device_lines._xxnpu = True
-    cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = device_lines, device_mark
-    try:
-        with config.patch({"cpp.threads": threads, "cpp.dynamic_threads": False}):
-            yield
-    finally:
-        cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = lines, mark
+    with contextlib.ExitStack() as stack:
+        if not getattr(cpp.LoopLevel.lines, "_xxnpu", False):
+            lines, mark = cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel
+            device_lines = _device_loop_lines(lines)
+            device_lines._xxnpu = True
+            cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = device_lines, _mark_parallel_for_device(mark)
+
+            def restore():
+                cpp.LoopLevel.lines, cpp.LoopNest.mark_parallel = lines, mark
+
+            stack.callback(restore)
+        stack.enter_context(config.patch({"cpp.threads": _device_threads(), "cpp.dynamic_threads": False}))
+        yield
 
 
 class XxnpuScheduling(CppScheduling):
