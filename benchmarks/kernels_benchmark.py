@@ -226,7 +226,8 @@ def cases() -> List[Case]:
     for name, fn, pos in [("exp", torch.exp, False), ("log", torch.log, True), ("tanh", torch.tanh, False),
                           ("erf", torch.erf, False), ("sigmoid", torch.sigmoid, False), ("gelu", F.gelu, False),
                           ("silu", F.silu, False), ("relu", torch.relu, False), ("sqrt", torch.sqrt, True),
-                          ("abs", torch.abs, False)]:
+                          ("abs", torch.abs, False), ("square", torch.square, False),
+                          ("pow(x, 1.5)", lambda x: torch.pow(x, 1.5), True)]:
         c.append(Case("unary", name, unary(fn, pos), 2))
     for name, fn in [("add", torch.add), ("mul", torch.mul), ("div", torch.div), ("maximum", torch.maximum)]:
         c.append(Case("binary", name, binary(fn), 3))

@@ -933,18 +933,21 @@ at::Tensor& LinspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t 
   const c10::DeviceGuard guard(out.device());
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   at::Tensor target = out.is_contiguous() ? out : at::empty({steps}, out.options());
-  const double a = start.toDouble(), b = end.toDouble();
-  const double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
   char* op = steps ? View(target) : nullptr;
   AT_DISPATCH_V2(out.scalar_type(), "xxnpu_linspace", AT_WRAP([&] {
+    // The CPU backend's arithmetic: start and end first converted to the result's dtype
+    // (4.3 is 4 for an integer result), the step in double for integers and in the dtype
+    // itself otherwise (each half/bfloat16 operation rounded), from both ends so that the
+    // last value is exactly `end`. One step gives the start.
+    using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, scalar_t>;
+    const scalar_t a = start.to<scalar_t>(), b = end.to<scalar_t>();
+    const step_t step = steps > 1 ? (static_cast<step_t>(b) - static_cast<step_t>(a)) / (steps - 1) : step_t(0);
     LaunchItems("xxnpu::linspace", out.device().index(), steps, 65536, static_cast<uint64_t>(steps * sizeof(scalar_t)),
                 [=](int64_t begin, int64_t end_) {
       scalar_t* p = reinterpret_cast<scalar_t*>(op);
-      // From both ends, as ATen does, so that the last value is exactly `end`.
       for (int64_t i = begin; i < end_; ++i) {
-        // (One step gives the start, as on the CPU.)
-        p[i] = static_cast<scalar_t>(steps == 1 || i < steps / 2 ? a + step * static_cast<double>(i)
-                                                   : b - step * static_cast<double>(steps - 1 - i));
+        p[i] = steps == 1 || i < steps / 2 ? static_cast<scalar_t>(a + step * i)
+                                           : static_cast<scalar_t>(b - step * (steps - i - 1));
       }
       return absl::OkStatus();
     });

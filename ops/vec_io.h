@@ -33,6 +33,8 @@ struct Io<float> {
   static void Load(const float* p, int64_t count, Vec* v) {
     v[0] = count == kStep ? Vec::loadu(p) : Vec::loadu(p, count);
   }
+  // `v` rounded to this dtype and widened back.
+  static Vec Round(const Vec& v) { return v; }
   static void Store(float* p, int64_t count, const Vec* v) {
     if (count == kStep) {
       v[0].store(p);
@@ -54,6 +56,7 @@ struct Io<BFloat16> {
     v[0] = lo;
     v[1] = hi;
   }
+  static Vec Round(const Vec& v) { return std::get<0>(at::vec::convert_bfloat16_float(at::vec::convert_float_bfloat16(v, v))); }
   static void Store(BFloat16* p, int64_t count, const Vec* v) {
     const BVec y = at::vec::convert_float_bfloat16(v[0], v[1]);
     if (count == kStep) {

@@ -50,6 +50,9 @@ enum class VecUnaryOp : uint8_t {
   kAbs,
   kNeg,
   kRelu,  // negatives become 0; NaN and -0.0 pass through, as the CPU's clamp_min(x, 0)
+  kSquare,            // x * x: pow(x, 2)
+  kCube,              // x * x * x: pow(x, 3)
+  kReciprocalSquare,  // 1 / (x * x): pow(x, -2)
 };
 
 // out = op(a, b); `param` is add's alpha or threshold_backward's threshold. Backward ops
@@ -74,6 +77,7 @@ enum class VecBinaryOp : uint8_t {
   kGeluBackward,       // b = the input
   kGeluTanhBackward,   // b = the input
   kSiluMul,            // silu(a) * b: SwiGLU's gate (xxnpu::silu_and_mul)
+  kPow,                // a ** b, Sleef's pow as at::vec (the CPU backend's dense pow)
 };
 
 constexpr bool IsComparison(VecBinaryOp op) { return op >= VecBinaryOp::kEq && op <= VecBinaryOp::kGe; }

@@ -177,6 +177,14 @@ void Unary(VecUnaryOp op, void* out, const void* in, int64_t n) {
       return Map1<T>(out, in, n, [](const Vec& x) { return x.neg(); });
     case VecUnaryOp::kRelu:
       return Map1<T>(out, in, n, [](const Vec& x) { return Vec::blendv(x, Vec(0.0f), x < Vec(0.0f)); });
+    case VecUnaryOp::kSquare:
+      return Map1<T>(out, in, n, [](const Vec& x) { return x * x; });
+    // The CPU backend rounds a bfloat16 product to bfloat16 before the next operation
+    // (its Vectorized<BFloat16> operators do): so do these, to give its results.
+    case VecUnaryOp::kCube:
+      return Map1<T>(out, in, n, [](const Vec& x) { return Io<T>::Round(x * x) * x; });
+    case VecUnaryOp::kReciprocalSquare:
+      return Map1<T>(out, in, n, [](const Vec& x) { return Vec(1.0f) / Io<T>::Round(x * x); });
     case VecUnaryOp::kNone:
       break;
   }
@@ -237,6 +245,8 @@ void Binary(VecBinaryOp op, void* out, VecOperand a, VecOperand b, int64_t n, fl
       });
     case VecBinaryOp::kSiluMul:
       return Map2<T>(out, a, b, n, [](const Vec& x, const Vec& y) { return x / (Vec(1.0f) + x.neg().exp()) * y; });
+    case VecBinaryOp::kPow:
+      return Map2<T>(out, a, b, n, [](const Vec& x, const Vec& y) { return x.pow(y); });
     case VecBinaryOp::kNone:
       break;
   }

@@ -77,6 +77,9 @@ const std::vector<Case>& UnaryCases() {
       {"abs", -5, 5, [](double x) { return std::abs(x); }, VecUnaryOp::kAbs},
       {"neg", -5, 5, [](double x) { return -x; }, VecUnaryOp::kNeg},
       {"relu", -5, 5, [](double x) { return x > 0 ? x : 0.0; }, VecUnaryOp::kRelu},
+      {"square", -5, 5, [](double x) { return x * x; }, VecUnaryOp::kSquare},
+      {"cube", -5, 5, [](double x) { return x * x * x; }, VecUnaryOp::kCube},
+      {"reciprocal_square", 0.5, 5, [](double x) { return 1 / (x * x); }, VecUnaryOp::kReciprocalSquare},
   };
   return cases;
 }
@@ -268,6 +271,7 @@ TEST(VecKernels, BinaryMatchesReferenceDenseAndBroadcast) {
          return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
        }},
       {"silu_mul", VecBinaryOp::kSiluMul, 0, [](double a, double b) { return a * Sigmoid(a) * b; }},
+      {"pow", VecBinaryOp::kPow, 0, [](double a, double b) { return std::pow(a, b); }},
       {"gelu_tanh_backward", VecBinaryOp::kGeluTanhBackward, 0,
        [](double g, double x) {
          const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));

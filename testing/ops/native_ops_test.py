@@ -564,6 +564,14 @@ def test_random_ops_and_sequences_run_on_the_device():
     _close(torch.linspace(-1, 2, 7, device="xxnpu"), torch.linspace(-1, 2, 7))
     _close(torch.linspace(-3, 1, 1, device="xxnpu"), torch.linspace(-3, 1, 1))  # one step: the start
     _close(torch.linspace(0, 10, 5, device="xxnpu", dtype=torch.int64), torch.linspace(0, 10, 5, dtype=torch.int64))
+    # The CPU's arithmetic exactly: the ends converted to the dtype first (4.3 is 4 for
+    # integers), the step in double for integers and in half/bfloat16 itself for those.
+    for dtype in (torch.int64, torch.int8, torch.uint8, torch.float16, torch.bfloat16):
+        for start, end in ((4.3, -3), (4.3, 0), (-2.0, 1)):
+            if dtype == torch.uint8 and min(start, end) < 0:
+                continue
+            want = torch.linspace(start, end, 50, dtype=dtype)
+            assert torch.equal(torch.linspace(start, end, 50, dtype=dtype, device="xxnpu").cpu(), want), (dtype, start)
     reps = torch.tensor([2, 0, 3])
     _close(torch.repeat_interleave(_x(reps)), torch.repeat_interleave(reps))
     x = torch.arange(6.0).view(3, 2)

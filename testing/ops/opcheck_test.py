@@ -125,6 +125,53 @@ def test_compare_tolerances_nan_inf_and_metadata():
     assert ok
 
 
+def test_tie_order_accepts_only_a_reordering_of_equal_elements(tmp_path):
+    from types import SimpleNamespace
+
+    from torch_xxnpu.testing.opcheck.ties import tie_order_match
+
+    x = torch.tensor([[2, 1, 2, 1, 3], [0, 0, 5, 0, 1]], dtype=torch.int64)
+    values, indices = x.sort(-1)  # the CPU's: ties in index order
+
+    def sample(*args, **kwargs):
+        return SimpleNamespace(input=x, args=args, kwargs=kwargs)
+
+    # Ties swapped: [1, 1, 2, 2, 3] from indices [3, 1, 2, 0, 4] instead of [1, 3, 0, 2, 4].
+    swapped = torch.tensor([[3, 1, 2, 0, 4], [3, 1, 0, 4, 2]])
+    assert tie_order_match("sort", sample(), (values, swapped), (values, indices), 0, 0) is not None
+    assert tie_order_match("argsort", sample(dim=-1), swapped, indices, 0, 0) is not None
+    # Not ties: indices that do not select the values, an index taken twice, wrong values.
+    wrong = torch.tensor([[3, 1, 2, 4, 0], [3, 1, 0, 4, 2]])
+    twice = torch.tensor([[1, 1, 2, 0, 4], [3, 1, 0, 4, 2]])  # picks the right values, twice
+    assert tie_order_match("sort", sample(), (values, wrong), (values, indices), 0, 0) is None
+    assert tie_order_match("argsort", sample(), wrong, indices, 0, 0) is None
+    assert tie_order_match("argsort", sample(), twice, indices, 0, 0) is None
+    assert tie_order_match("sort", sample(), (values + 1, swapped), (values, indices), 0, 0) is None
+    # stable=True specifies the order; other ops are not reordered at all.
+    assert tie_order_match("sort", sample(stable=True), (values, swapped), (values, indices), 0, 0) is None
+    assert tie_order_match("max", sample(), (values, swapped), (values, indices), 0, 0) is None
+    # topk: its values in any order when sorted=False, in the CPU's otherwise.
+    tv, ti = x.topk(3, 1)
+    rv, ri = tv.flip(1), ti.flip(1)
+    assert tie_order_match("topk", sample(3, 1, True, False), (rv, ri), (tv, ti), 0, 0) is not None
+    assert tie_order_match("topk", sample(3, 1), (rv, ri), (tv, ti), 0, 0) is None
+    # kthvalue / mode: any index of an equal element, reduced dim or kept.
+    kv, ki = x.kthvalue(2, 1)  # row 0: 1 at index 1 or 3
+    assert tie_order_match("kthvalue", sample(2, 1), (kv, torch.tensor([3, 3])), (kv, ki), 0, 0) is not None
+    assert tie_order_match("kthvalue", sample(2, 1), (kv, torch.tensor([0, 3])), (kv, ki), 0, 0) is None
+    mv, mi = x.mode(1, True)
+    assert tie_order_match("mode", sample(1, True), (mv, torch.tensor([[1], [0]])), (mv, mi), 0, 0) is not None
+    assert tie_order_match("mode", sample(1, True), (mv, torch.tensor([[0], [0]])), (mv, mi), 0, 0) is None
+    # And in the sweep: sort, argsort and topk pass for the dtypes full of ties, where the
+    # CPU's indices and xxnpu's differ.
+    r = _run(tmp_path, "--ops", "sort,argsort,topk", "--dtypes", "bool,uint8,bfloat16", "-j", "1", "--json", "t.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    _, rows = _rows(tmp_path / "t.json")
+    for op, dt in (("sort", "bool"), ("argsort", "uint8"), ("sort", "bfloat16"), ("topk", "uint8")):
+        assert rows[(op, dt)]["status"] == "pass", rows[(op, dt)]
+    assert any("order equal elements differently" in row["reason"] for row in rows.values()), rows
+
+
 def test_device_copies_keep_strides_offsets_and_grad():
     base = torch.arange(60.0).view(6, 10)
     for t in (base[1:5:2, 2::3], base.t(), base[2].expand(4, 10), base[0, 0]):

@@ -169,6 +169,68 @@ def test_comparison_into_float_out(dtype):
     _close(out, torch.lt(a, b).float())
 
 
+# pow with a constant exponent: the CPU backend's shortcuts (a fill, a copy, products,
+# sqrt, rsqrt, reciprocal) and Sleef's pow for the rest (ops/binary_math_ops.cc). Products
+# are exact in IEEE arithmetic, so they must equal the CPU's bit for bit, bfloat16's
+# rounding after each multiplication included; the rest within the dtype's tolerance.
+POW_EXACT = (0, 1, 2, 3, -2)
+POW_OTHER = (0.5, -0.5, -1, 1.5, -2.7, 7)
+
+
+def _pow_input(n, dtype, seed):
+    x = _rand(n, dtype, seed)
+    x.view(-1)[::7] = x.view(-1)[::7].abs()  # positive bases for the fractional exponents
+    specials = torch.tensor([math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1.0], dtype=dtype)
+    x.view(-1)[: min(7, x.numel())] = specials[: x.numel()]
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float64, torch.float16], ids=str)
+def test_pow_constant_exponents(dtype):
+    for e in POW_EXACT + POW_OTHER:
+        for n in SIZES:
+            x = _pow_input(n, dtype, n)
+            got, want = torch.pow(x.to("xxnpu"), e), torch.pow(x, e)
+            if e in POW_EXACT:
+                assert torch.equal(torch.nan_to_num(got.cpu()), torch.nan_to_num(want)), (e, n)
+                assert torch.equal(got.cpu().isnan(), want.isnan()), (e, n)
+            _close(got, want)
+        x = _pow_input((67, 40), dtype, 1)
+        _close(torch.pow(x.to("xxnpu")[:, ::3], e), torch.pow(x[:, ::3], e))  # strided: staged
+        _close(torch.pow(x.to("xxnpu").t(), e), torch.pow(x.t(), e))
+        xi = x.to("xxnpu")  # in place
+        xi.pow_(e)
+        _close(xi, x.pow(e))
+
+
+def test_pow_forms_dtypes_and_out():
+    x = _pow_input(1000, torch.float32, 3)
+    y = _rand(1000, torch.float32, 4, 0, 3)
+    xx, xy = x.to("xxnpu"), y.to("xxnpu")
+    _close(torch.pow(xx, xy), torch.pow(x, y))  # tensor ** tensor
+    _close(torch.pow(2.5, xy), torch.pow(2.5, y))  # scalar ** tensor
+    _close(torch.pow(xx, torch.tensor(3.0)), torch.pow(x, torch.tensor(3.0)))  # a CPU scalar tensor
+    # out= of a wider dtype: computed in float32, cast on store, for shortcuts and pow alike.
+    for e in (2, 1, 0, 1.5):
+        out = torch.empty(1000, dtype=torch.float64, device="xxnpu")
+        torch.pow(xx, e, out=out)
+        _close(out, torch.pow(x, e).double())
+    # bfloat16 and half raise to the exponent rounded to their dtype, as the CPU does.
+    for dtype in (torch.bfloat16, torch.float16):
+        xb = x.abs().to(dtype)
+        _close(torch.pow(xb.to("xxnpu"), 1.1), torch.pow(xb, 1.1))
+    # Integers: exact, 0 and 1 included; a float exponent promotes to the default dtype.
+    i = torch.arange(-20, 20, dtype=torch.int64)
+    for e in (0, 1, 2, 3):
+        _close(torch.pow(i.to("xxnpu"), e), torch.pow(i, e))
+    _close(torch.pow(i.to("xxnpu"), 2.0), torch.pow(i, 2.0))
+    _close(torch.pow(i.bool().to("xxnpu"), 0), torch.pow(i.bool(), 0))
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.pow(i.to("xxnpu"), -1)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.pow(xx, 2, out=torch.empty(1000, dtype=torch.int64, device="xxnpu"))
+
+
 ACTIVATIONS = {
     "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
     "sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu,

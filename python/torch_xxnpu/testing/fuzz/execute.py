@@ -6,6 +6,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from torch_xxnpu.testing.opcheck.compare import compare
 from torch_xxnpu.testing.opcheck.runner import _upcast_match, short_exc
 from torch_xxnpu.testing.opcheck.samples import DEVICE, copy_to, describe_sample, flatten, move_sample
+from torch_xxnpu.testing.opcheck.ties import tie_order_match
 
 MAX_SAMPLES = 64  # samples kept per (op, dtype): the strategies draw an index modulo this
 
@@ -438,41 +439,11 @@ def _matches_unaliased(b: Built, dev_cmp, cpu_cmp, executor, spec) -> bool:
         return False
 
 
-TIE_OPS = ("sort", "topk", "msort", "kthvalue", "mode", "argsort")
-
-
 def _tie_indices_ok(b: Built, dev_cmp, cpu_cmp, executor, spec) -> bool:
-    """sort/topk: equal values may come in any order (stable=False), so their indices may
-    differ from the CPU's. Right if the values match and xxnpu's indices pick those values."""
-    import torch
-
-    if spec["op"].split(".")[0] not in TIE_OPS:
-        return False
-    dev, cpu = flatten(dev_cmp), flatten(cpu_cmp)
-    if len(dev) < 2 or len(dev) != len(cpu):
-        return False
-    case = executor.cases[spec["op"]]
-    rtol, atol, _ = case.tolerance(_dtype(spec["dtype"]))
-    pairs = [(dev[i], cpu[i], dev[i + 1]) for i in range(0, len(dev) - 1, 2)]
-    inp = b.orig.input
-    for dv, cv, di in pairs:
-        if not compare(dv, cv, rtol, atol, expect_device=False)[0]:
-            return False
-        if not isinstance(di, torch.Tensor) or di.dtype != torch.int64:
-            return False
-        picked_ok = False
-        for d in range(max(inp.dim(), 1)):
-            try:
-                src = inp if inp.dim() else inp.reshape(1)
-                picked = torch.gather(src, d, di.cpu().reshape(di.shape if di.dim() else (1,)))
-                if compare(picked.reshape(cv.shape), cv, rtol, atol, expect_device=False)[0]:
-                    picked_ok = True
-                    break
-            except Exception:  # noqa: BLE001
-                continue
-        if not picked_ok:
-            return False
-    return True
+    """sort/argsort/topk/kthvalue/mode: indices among equal values are unspecified, so they
+    may differ from the CPU's (opcheck.ties decides, as in the sweep)."""
+    rtol, atol, _ = executor.cases[spec["op"]].tolerance(_dtype(spec["dtype"]))
+    return tie_order_match(spec["op"], b.orig, dev_cmp, cpu_cmp, rtol, atol) is not None
 
 
 def _compare(b: Built, dev_cmp, cpu_cmp, executor, spec, expect_device):
