@@ -138,9 +138,10 @@ at::Tensor& SoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float, 
           acc_t sum = 0;
           for (int64_t d = 0; d < rs.dim; ++d) sum += std::exp(static_cast<acc_t>(xr[d * rs.inner]) - mx);
           if constexpr (kLog) {
-            const acc_t shift = mx + std::log(sum);
+            // (x - max) - log(sum), not x - (max + log(sum)): see vec_kernels_impl.cc.
+            const acc_t log_sum = std::log(sum);
             for (int64_t d = 0; d < rs.dim; ++d) {
-              yr[d * rs.inner] = static_cast<out_elem>(static_cast<acc_t>(xr[d * rs.inner]) - shift);
+              yr[d * rs.inner] = static_cast<out_elem>((static_cast<acc_t>(xr[d * rs.inner]) - mx) - log_sum);
             }
           } else {
             for (int64_t d = 0; d < rs.dim; ++d) {

@@ -401,8 +401,10 @@ void Softmax(bool log, void* out_p, const void* in_p, int64_t n) {
   const float sum = AddLanes(s);
   // Pass 3: the scale.
   if (log) {
-    const Vec shift(mx + std::log(sum));
-    Map1<T>(out, in, n, [shift](const Vec& x) { return x - shift; });
+    // (x - max) - log(sum), as the CPU backend: folding max + log(sum) into one shift first
+    // loses log(sum) against a large max (a row of equal values -1e8 gave 0, not -log(n)).
+    const Vec max_v(mx), log_sum(std::log(sum));
+    Map1<T>(out, in, n, [max_v, log_sum](const Vec& x) { return (x - max_v) - log_sum; });
   } else if (keep != nullptr) {
     const Vec scale(1.0f / sum);
     ForChunks<T>(n, [&](int64_t i, int64_t c) {

@@ -285,6 +285,20 @@ def test_softmax_rows(log, dtype):
     _close(fn(x.to("xxnpu"), -1, dtype=torch.float32), fn(x, -1, dtype=torch.float32))
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float64], ids=str)
+def test_log_softmax_of_large_values_keeps_log_sum(dtype):
+    # Rows of equal large values: log_softmax is -log(n) whatever their size. Folding
+    # max + log(sum) into one shift before subtracting lost log(sum) (it gave 0), in the
+    # row kernel (last dim) and the general path (dim 0) alike.
+    for big in (-1e8, 3e5, -9.6e33):
+        x = torch.full((5, 7), big, dtype=dtype)
+        x[1, 3] = big + abs(big) * 0.5  # one row (and one column) with a clear maximum
+        for dim in (-1, 0):
+            got, want = torch.log_softmax(x.to("xxnpu"), dim), torch.log_softmax(x, dim)
+            _close(got, want)
+            assert torch.equal(got.cpu()[0], want[0]), (big, dim)  # -log(n), exactly
+
+
 def _kernel_names(fn, tmp_path):
     """The device kernels fn runs (names from the profiler's chrome trace)."""
     import json
