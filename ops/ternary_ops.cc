@@ -7,6 +7,7 @@
 #include <ATen/Operators.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/addr_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -91,6 +92,53 @@ at::Tensor& AddcmulOut(const at::Tensor& self, const at::Tensor& t1, const at::T
     }, 3);
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
   return out;
+}
+
+// ---- addr: beta * self + alpha * outer(vec1, vec2) as one kernel over (self expanded,
+// vec1 as a column, vec2 as a row), as the CPU backend's addr. Registered for the
+// functional form too: torch's composite addr for other backends is two products and a
+// sum, rounding each to float16 where the CPU rounds its own way (the sweep's addr float16
+// row). The CPU computes in the dtype itself, its scalars converted to it first, so a
+// half/bfloat16 result is rounded after every operation: here too. beta == 0 ignores self
+// (NaN included).
+at::Tensor& AddrOut(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                    const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  if (IsComplex(self) || IsComplex(vec1) || IsComplex(vec2) || self.scalar_type() == at::kBool ||
+      vec1.scalar_type() == at::kBool || vec2.scalar_type() == at::kBool) {
+    // torch's composite (products and a sum on the xxnpu kernels), as before this kernel.
+    // Its functional form: math_addr_out calls at::addr, which is this op again.
+    const at::Tensor r = at::native::math_addr(self, vec1, vec2, beta, alpha);
+    TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
+                " can't be cast to the desired output type ", out.scalar_type());
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
+  const c10::DeviceGuard guard(out.device());
+  const c10::MaybeOwned<at::Tensor> self_ = at::expand_size(self, {vec1.size(0), vec2.size(0)}, "addr");
+  auto iter = TernaryIter(out, *self_, vec1.reshape({vec1.size(0), 1}), vec2);
+  AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_addr", AT_WRAP([&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const auto round = [](opmath_t v) { return static_cast<opmath_t>(static_cast<scalar_t>(v)); };
+    const opmath_t b = static_cast<opmath_t>(beta.to<scalar_t>()), a = static_cast<opmath_t>(alpha.to<scalar_t>());
+    if (b == opmath_t(0)) {
+      LaunchNary<scalar_t, 3>("xxnpu::addr", iter, [a, round](opmath_t, opmath_t x, opmath_t y) {
+        return round(a * x) * y;
+      }, 2);
+    } else {
+      LaunchNary<scalar_t, 3>("xxnpu::addr", iter, [a, b, round](opmath_t s, opmath_t x, opmath_t y) {
+        return round(b * s) + round(round(a * x) * y);
+      }, 4);
+    }
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
+  return out;
+}
+at::Tensor Addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                const at::Scalar& alpha) {
+  const at::ScalarType dtype = c10::promoteTypes(at::result_type(self, vec1), vec2.scalar_type());  // 1-D: no dim rule
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype));
+  return AddrOut(self, vec1, vec2, beta, alpha, out);
 }
 
 at::Tensor& AddcdivOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
@@ -275,6 +323,8 @@ at::Tensor& MaskedFillTensor(at::Tensor& self, const at::Tensor& mask, const at:
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("addr", &Addr);
+  m.impl("addr.out", &AddrOut);
   m.impl("clamp.out", &ClampOut);
   m.impl("clamp_min.out", &ClampMinOut);
   m.impl("clamp_max.out", &ClampMaxOut);

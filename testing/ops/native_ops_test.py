@@ -169,6 +169,39 @@ def test_ternary_ops_where_masked_fill():
     _close(torch.addcmul(_x(s), _x(t1), torch.tensor(3.0)), torch.addcmul(s, t1, torch.tensor(3.0)))
 
 
+def test_addr_is_one_kernel_rounding_as_the_cpu():
+    gen = torch.Generator().manual_seed(5)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        m, v1, v2 = (_rand(sh, torch.float32, gen).to(dtype) * 8 for sh in [(5, 10), (5,), (10,)])
+        for beta, alpha in ((0.6, 0.2), (1, 1), (0, -1.5)):
+            # half and bfloat16 round after every operation on the CPU: equal bit for bit.
+            # (float32 within tolerance: the CPU's compiler fuses its multiply-adds.)
+            got, want = torch.addr(_x(m), _x(v1), _x(v2), beta=beta, alpha=alpha), torch.addr(m, v1, v2, beta=beta, alpha=alpha)
+            assert dtype == torch.float32 or torch.equal(got.cpu(), want), (dtype, beta)
+            _close(got, want)
+        # self broadcast from a row or a 0-dim tensor; out=; in place.
+        _close(torch.addr(_x(m[0]), _x(v1), _x(v2)), torch.addr(m[0], v1, v2))
+        _close(torch.addr(_x(m[0, 0]), _x(v1), _x(v2), alpha=2), torch.addr(m[0, 0], v1, v2, alpha=2))
+        out = torch.empty(0, dtype=dtype, device="xxnpu")
+        torch.addr(_x(m), _x(v1), _x(v2), out=out)
+        _close(out, torch.addr(m, v1, v2))
+        mm = _x(m)
+        mm.addr_(_x(v1), _x(v2), beta=2)
+        _close(mm, m.clone().addr_(v1, v2, beta=2))
+    # beta == 0 ignores self, NaN included; integers exactly.
+    nan = torch.full((5, 10), float("nan"))
+    assert not torch.addr(_x(nan), _x(v1.float()), _x(v2.float()), beta=0).isnan().any()
+    i1, i2, im = torch.arange(5), torch.arange(10), torch.ones(5, 10, dtype=torch.int64)
+    _close(torch.addr(_x(im), _x(i1), _x(i2), beta=3, alpha=2), torch.addr(im, i1, i2, beta=3, alpha=2))
+    # bool (and complex) go through torch's composite on the xxnpu kernels.
+    b1, b2, bm = i1 > 2, i2 % 2 == 0, torch.zeros(5, 10, dtype=torch.bool)
+    _close(torch.addr(_x(bm), _x(b1), _x(b2)), torch.addr(bm, b1, b2))
+    with pytest.raises(RuntimeError, match="Expected 1-D argument vec1"):
+        torch.addr(_x(m), _x(m), _x(v2))
+    with pytest.raises(RuntimeError, match="expanded size of the tensor"):  # the CPU's message
+        torch.addr(_x(torch.ones(3, 3)), _x(v1.float()), _x(v2.float()))  # self does not expand
+
+
 REDUCE_SHAPES = [(), (7,), (3, 4), (2, 3, 5), (4, 0), (70000,)]
 
 
