@@ -101,8 +101,10 @@ at::Tensor& AddcmulOut(const at::Tensor& self, const at::Tensor& t1, const at::T
 // row). The CPU computes in the dtype itself, its scalars converted to it first, so a
 // half/bfloat16 result is rounded after every operation: here too. beta == 0 ignores self
 // (NaN included).
-at::Tensor& AddrOut(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
-                    const at::Scalar& alpha, at::Tensor& out) {
+// `out` undefined: the functional form (the iterator allocates the result, of the promoted
+// dtype). Returns the result.
+at::Tensor AddrInto(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                    const at::Scalar& alpha, at::Tensor out) {
   TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   if (IsComplex(self) || IsComplex(vec1) || IsComplex(vec2) || self.scalar_type() == at::kBool ||
@@ -110,12 +112,13 @@ at::Tensor& AddrOut(const at::Tensor& self, const at::Tensor& vec1, const at::Te
     // torch's composite (products and a sum on the xxnpu kernels), as before this kernel.
     // Its functional form: math_addr_out calls at::addr, which is this op again.
     const at::Tensor r = at::native::math_addr(self, vec1, vec2, beta, alpha);
+    if (!out.defined()) return r;
     TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
                 " can't be cast to the desired output type ", out.scalar_type());
     at::native::resize_output(out, r.sizes());
     return out.copy_(r);
   }
-  const c10::DeviceGuard guard(out.device());
+  const c10::DeviceGuard guard(self.device().is_cpu() ? vec1.device() : self.device());
   const c10::MaybeOwned<at::Tensor> self_ = at::expand_size(self, {vec1.size(0), vec2.size(0)}, "addr");
   auto iter = TernaryIter(out, *self_, vec1.reshape({vec1.size(0), 1}), vec2);
   AT_DISPATCH_V2(iter.common_dtype(), "xxnpu_addr", AT_WRAP([&] {
@@ -132,13 +135,16 @@ at::Tensor& AddrOut(const at::Tensor& self, const at::Tensor& vec1, const at::Te
       }, 4);
     }
   }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
+  return iter.output();
+}
+at::Tensor& AddrOut(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                    const at::Scalar& alpha, at::Tensor& out) {
+  AddrInto(self, vec1, vec2, beta, alpha, out);
   return out;
 }
 at::Tensor Addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
                 const at::Scalar& alpha) {
-  const at::ScalarType dtype = c10::promoteTypes(at::result_type(self, vec1), vec2.scalar_type());  // 1-D: no dim rule
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype));
-  return AddrOut(self, vec1, vec2, beta, alpha, out);
+  return AddrInto(self, vec1, vec2, beta, alpha, at::Tensor());
 }
 
 at::Tensor& AddcdivOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,

@@ -50,16 +50,18 @@ def tie_order_match(op_name, cpu_sample, dev_p, cpu_p, rtol, atol) -> Optional[T
     ordered = name != "topk" or _arg(cpu_sample, 3, "sorted", True)
     dev = [copy_to(t, "cpu") if isinstance(t, torch.Tensor) else t for t in flatten(dev_p)]
     cpu = flatten(cpu_p)
+    src = x if x.dim() else x.reshape(1)
+
+    def pick(idx):  # the input's elements at `idx` along dim (a 0-dim input as one element)
+        return src.gather(dim, idx.reshape(-1) if not x.dim() else idx if keepdim else idx.unsqueeze(dim))
+
     try:
-        src = x if x.dim() else x.reshape(1)
         if name == "argsort":
             (dev_idx,), (cpu_idx,) = dev, cpu
-            dev_vals, cpu_vals = src.gather(dim, dev_idx.reshape(-1) if not x.dim() else dev_idx), \
-                src.gather(dim, cpu_idx.reshape(-1) if not x.dim() else cpu_idx)
+            dev_vals, cpu_vals = pick(dev_idx), pick(cpu_idx)
         else:
             (dev_vals, dev_idx), (cpu_vals, _) = dev, cpu
-            idx = dev_idx.reshape(-1) if not x.dim() else (dev_idx if keepdim else dev_idx.unsqueeze(dim))
-            picked = src.gather(dim, idx).reshape(dev_vals.shape)
+            picked = pick(dev_idx).reshape(dev_vals.shape)
             if not bool(((picked == dev_vals) | (picked.isnan() & dev_vals.isnan())).all()):
                 return None  # the indices do not point at the values returned
         if distinct and x.dim() and dev_idx.numel() and not bool((dev_idx.sort(dim).values.diff(dim=dim) != 0).all()):
