@@ -20,7 +20,8 @@ the Llama tokens must be equal), so a wrong compile cannot produce a figure. The
 table gives the same-run ratios against the issue's goals.
 
     bazel run --config=opt //benchmarks:compile_benchmark -- [--reps 5] [--workloads chain,mlp,train,llama]
-        [--llama-configs 256x4x2048,128x2x512] [--devices xxnpu,cpu] [--profile]
+        [--llama-configs 256x4x2048,128x2x512] [--devices xxnpu,cpu] [--profile] [--xxnpu-mode reduce-overhead]
+    --xxnpu-mode reduce-overhead: xxnpu's compiled rows replay xxnpu graphs (the CPU's stay default)
     --profile: also profile compiled and eager Llama decode steps on xxnpu (where the time goes)
 """
 import argparse
@@ -42,6 +43,17 @@ from benchlib import per_call  # noqa: E402
 
 DEVICES = ("cpu", "xxnpu")
 LLAMA_PROMPTS = [21, 9, 14, 30]
+# torch.compile's mode for xxnpu (--xxnpu-mode); the CPU always compiles with the default
+# (reduce-overhead does nothing there: Inductor graphs only CUDA and, with torch_xxnpu, xxnpu).
+XXNPU_MODE = {"mode": None}
+
+
+def _compile(fn, dev, **kw):
+    return torch.compile(fn, mode=XXNPU_MODE["mode"] if dev == "xxnpu" else None, **kw)
+
+
+def _graphed(dev):
+    return dev == "xxnpu" and XXNPU_MODE["mode"] == "reduce-overhead"
 
 
 def _sync(dev):
@@ -68,7 +80,7 @@ def chain(x, y):
 
 def bench_chain(dev, reps):
     x, y = torch.randn(1_000_000, device=dev), torch.randn(1_000_000, device=dev)
-    compiled = torch.compile(chain)
+    compiled = _compile(chain, dev)
     first, out = _first_call(lambda: compiled(x, y), dev)
     _check("chain", [out], [chain(x, y)], 1e-5, 1e-6)
     return dict(first=first, eager=per_call(lambda: chain(x, y), _sync(dev), 5, reps),
@@ -79,7 +91,7 @@ def bench_mlp(dev, reps):
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).to(dev)
     batch = torch.randn(64, 256, device=dev)
-    cmlp = torch.compile(mlp)
+    cmlp = _compile(mlp, dev)
 
     def grads(model):
         mlp.zero_grad(set_to_none=True)
@@ -104,8 +116,8 @@ def bench_train(dev, reps):
 
     eager_model, eager_opt = make()
     comp_model, comp_opt = make()
-    loss = torch.compile(lambda inp: comp_model(inp).square().mean())
-    opt_step = torch.compile(comp_opt.step)
+    loss = _compile(lambda inp: comp_model(inp).square().mean(), dev)
+    opt_step = _compile(comp_opt.step, dev)
 
     def eager_step():
         eager_opt.zero_grad(set_to_none=True)
@@ -158,7 +170,28 @@ def bench_llama(dev, reps, new_tokens, size, profile=False):
     # The model's step function compiled: run() calls model.forward for the prefill and for
     # every decode step. Shapes are fixed per phase (the paged cache and the block tables do
     # not grow with the position): dynamic=False gives one static graph for each phase.
-    compiled.forward = torch.compile(compiled.forward, dynamic=False)
+    compiled.forward = _compile(compiled.forward, dev, dynamic=False)
+    if _graphed(dev):
+        # As with CUDA graphs: tensors that are not parameters or buffers of an nn.Module
+        # are copied into the graph's buffers at every call unless marked static. The
+        # weights are the model's for good, and the KV cache is allocated once and reused
+        # (zeroed) by every run, as a serving engine does; the graph writes into it.
+        for t in list(compiled.w.values()) + [compiled.cos_sin_cache]:
+            torch._dynamo.mark_static_address(t)
+        new_kv_cache, kept = compiled.new_kv_cache, {}
+
+        def static_kv_cache(num_blocks, dtype):
+            if (num_blocks, dtype) not in kept:
+                kept[num_blocks, dtype] = new_kv_cache(num_blocks, dtype)
+                for k, v in kept[num_blocks, dtype]:
+                    torch._dynamo.mark_static_address(k)
+                    torch._dynamo.mark_static_address(v)
+            for k, v in kept[num_blocks, dtype]:
+                k.zero_()
+                v.zero_()
+            return kept[num_blocks, dtype]
+
+        compiled.new_kv_cache = static_kv_cache
 
     graphs0 = _graphs_compiled()
     t0 = time.perf_counter()
@@ -273,16 +306,21 @@ def main():
     p.add_argument("--llama-configs", default="256x4x2048",
                    help="Llama sizes, comma separated HIDDENxLAYERSxVOCAB (default: llama_decode.py's; "
                         "128x2x512 is its test's, more host-bound)")
+    p.add_argument("--xxnpu-mode", choices=["default", "reduce-overhead"], default="default",
+                   help="torch.compile's mode on xxnpu (reduce-overhead: compiled graphs replayed as xxnpu "
+                        "graphs); the CPU compiles with the default")
     p.add_argument("--profile", action="store_true",
                    help="profile a compiled and an eager Llama decode step on xxnpu (where the time goes)")
     args = p.parse_args()
+    XXNPU_MODE["mode"] = None if args.xxnpu_mode == "default" else args.xxnpu_mode
     work = args.workloads.split(",")
     unknown = set(work) - {"chain", "mlp", "train", "llama"}
     if unknown:
         p.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     threads = torch.xxnpu.get_device_properties(0).multi_processor_count
     torch.set_num_threads(threads)
-    print(f"threads: cpu {torch.get_num_threads()}, xxnpu {threads}; load average {os.getloadavg()[0]:.2f} at start")
+    print(f"threads: cpu {torch.get_num_threads()}, xxnpu {threads}; load average {os.getloadavg()[0]:.2f} at start; "
+          f"xxnpu compiles with mode={args.xxnpu_mode}")
     warm_up_inductor()
 
     rows = {}  # workload -> device -> dict(first, eager, compiled)

@@ -10,6 +10,7 @@ Inductor's compile_fx, the xxnpu pieces register themselves there
 - ``inductor``: ``XxnpuScheduling`` (Inductor's C++ codegen with single-threaded kernels)
   and ``XxnpuPythonWrapperCodegen`` (launches each kernel on the current xxnpu stream
   through ``torch_xxnpu._C``'s compiled-kernel launcher). docs/compile.md.
+- ``reduce_overhead``: ``mode="reduce-overhead"`` replays compiled graphs as xxnpu graphs.
 """
 
 __all__ = ["install"]
@@ -41,6 +42,7 @@ def _register_inductor(module) -> None:
     # Inductor's codegen modules are importable without cycles (codegen.common is not).
     from torch._inductor.codegen import common
 
-    from torch_xxnpu.compiler import inductor
+    from torch_xxnpu.compiler import inductor, reduce_overhead
 
     inductor.register(common)
+    reduce_overhead.register()
