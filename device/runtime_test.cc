@@ -455,6 +455,23 @@ TEST(RuntimeEventTest, DestroyingAnEventAStreamWaitsOnIsSafeWhenItsHandleIsReuse
   ASSERT_TRUE(xxnpuStreamDestroy(dst).ok());
 }
 
+// Records the calling compute thread, then waits until a second one has been recorded
+// (or `deadline` passes). On a loaded machine one compute thread can be scheduled late
+// enough for the other to take every share, which says nothing about the runtime; a
+// runtime that never hands the second thread a share still fails, after the deadline.
+void RecordThreadAndAwaitSecond(std::mutex& mu, std::set<std::thread::id>& threads,
+                                std::chrono::steady_clock::time_point deadline) {
+  for (bool first = true;; first = false) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first) threads.insert(std::this_thread::get_id());
+      if (threads.size() >= 2) return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return;
+    std::this_thread::yield();
+  }
+}
+
 TEST(RuntimeKernelTest, GridIsSplitOverComputeThreadsExactlyOnce) {
   constexpr int kBlocks = 4096;
   std::vector<std::atomic<int>> hits(kBlocks);
@@ -464,11 +481,9 @@ TEST(RuntimeKernelTest, GridIsSplitOverComputeThreadsExactlyOnce) {
   cfg.name = "test_grid";
   cfg.grid = Dim3{64, 64, 1};
   cfg.bytes = 1 << 30;  // above the parallel threshold
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&](BlockRange r) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      threads.insert(std::this_thread::get_id());
-    }
+    RecordThreadAndAwaitSecond(mu, threads, deadline);
     for (int64_t b = r.begin; b < r.end; ++b) {
       hits[b]++;
       // Enough work per block that a second thread has time to join in.
@@ -496,12 +511,10 @@ TEST(RuntimeKernelTest, AKernelsChildGridRunsOnTheComputeThreadsBeforeItGoesOn) 
   LaunchConfig cfg;
   cfg.name = "test_fork_join";
   cfg.bytes = 1 << 30;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   ASSERT_TRUE(xxnpuLaunchKernel(cfg, [&](BlockRange) {
     absl::Status st = xxnpuKernelParallelFor(kBlocks, [&](BlockRange r) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        threads.insert(std::this_thread::get_id());
-      }
+      RecordThreadAndAwaitSecond(mu, threads, deadline);
       for (int64_t b = r.begin; b < r.end; ++b) {
         hits[b]++;
         volatile double x = 0;
