@@ -86,10 +86,15 @@ class _Capture:
         self.static_ptrs = static_ptrs  # input index -> data_ptr at capture time
         # Outputs in a static input's storage are returned as they are (see _copy_out).
         self.static_storages = {inputs[i].untyped_storage().data_ptr() for i in static_ptrs}
+        # What each call copies in, worked out once: (input index, buffer, expanded dims).
+        from torch._inductor.output_code import get_expanded_dims
+
+        self.copies = [(i, b, get_expanded_dims(b)) for i, b in enumerate(inputs)
+                       if isinstance(b, torch.Tensor) and i not in static_ptrs]
 
     def release(self) -> None:
         self.graph.reset()
-        self.inputs = self.outputs = None
+        self.inputs = self.outputs = self.copies = None
 
 
 def _copy_out(outputs: Sequence, keep: set) -> list:
@@ -195,9 +200,8 @@ def graphify(
         if s.last_stream is not None and s.last_stream != cur:
             cur.wait_stream(s.last_stream)  # the buffers may still be in use there
         s.last_stream = cur
-        for i, buf in enumerate(c.inputs):
-            if i not in c.static_ptrs and isinstance(buf, torch.Tensor):
-                index_expanded_dims_and_copy_(buf, inputs[i], get_expanded_dims(inputs[i]))
+        for i, buf, expanded in c.copies:
+            index_expanded_dims_and_copy_(buf, inputs[i], expanded)
         inputs.clear()  # the boxed convention: the callee drops the caller's references
         c.graph.replay()
         return _copy_out(c.outputs, c.static_storages)
