@@ -85,6 +85,24 @@ def test_outputs_sharing_storage_still_share_it():
     assert torch.equal(b.cpu(), torch.zeros(5, 4))
 
 
+def test_expanded_inputs_are_copied_in_and_empty_outputs_come_back():
+    # An input with a stride-0 dim is copied into a buffer of the same layout at each replay
+    # (through its non-expanded part); an output without bytes is returned fresh.
+    def f(x, y):
+        return x * y + 1, y[:0] * 2
+
+    g = torch.compile(f, mode="reduce-overhead")
+    for i in range(4):
+        col = torch.randn(6, 1)
+        x = col.to(DEV).expand(6, 5)  # stride (1, 0): each call brings new values
+        y = torch.randn(6, 5)
+        n, (out, empty), _ = _graph_launches(g, x, y.to(DEV))
+        torch.testing.assert_close(out.cpu(), col.expand(6, 5) * y + 1)
+        assert empty.shape == (0, 5) and empty.device.type == DEV
+        assert n == (0 if i == 0 else 1)
+    assert counters["inductor"]["cudagraph_skips"] == 0
+
+
 def test_parameters_are_read_in_place_and_a_new_parameter_is_seen():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).to(DEV)

@@ -47,8 +47,10 @@ import threading
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-# Imported only once Inductor's compile_fx is (compiler/__init__.py), so this costs nothing more.
+# Imported only once Inductor's compile_fx is (compiler/__init__.py), so these cost nothing more.
+from torch._inductor.compile_fx import index_expanded_dims, index_expanded_dims_and_copy_, static_input
 from torch._inductor.cudagraph_utils import CUDAGraphPolicy
+from torch._inductor.output_code import get_expanded_dims
 
 log = logging.getLogger(__name__)
 
@@ -77,51 +79,97 @@ def _capture_limit() -> int:
 
 
 class _Capture:
-    """One captured run: the graph, its input buffers and outputs, and the static inputs' addresses."""
+    """One captured run: the graph, its input buffers and outputs, and the static inputs' addresses.
+
+    Everything a replay needs is worked out here once, so that a replay is a few C++ calls:
+    the static-address check, one ``_foreach_copy_`` for the inputs, the graph launch and
+    one clone per output storage (a decode step's host time is what a replay saves).
+    """
 
     def __init__(self, graph, inputs: list, outputs: Sequence, static_ptrs: dict):
         self.graph = graph
         self.inputs = inputs  # the tensors the captured run read: ours (copied into) or static
         self.outputs = outputs
         self.static_ptrs = static_ptrs  # input index -> data_ptr at capture time
-        # Outputs in a static input's storage are returned as they are (see _copy_out).
-        self.static_storages = {inputs[i].untyped_storage().data_ptr() for i in static_ptrs}
-        # What each call copies in, worked out once: (input index, buffer, expanded dims).
-        from torch._inductor.output_code import get_expanded_dims
+        self.static_items = list(static_ptrs.items())
+        # Copied inputs: (input index, expanded dims) and the buffers' views to copy into.
+        # A buffer that still overlaps itself once its expanded dims are dropped (rare) is
+        # copied byte for byte on its own (torch's index_expanded_dims_and_copy_).
+        self.copies, self.copy_dsts, self.overlapping = [], [], []
+        for i, b in enumerate(inputs):
+            if not isinstance(b, torch.Tensor) or i in static_ptrs:
+                continue
+            dims = get_expanded_dims(b)
+            dst = index_expanded_dims(b, dims) if dims else b
+            if torch._debug_has_internal_overlap(dst) != 0:
+                self.overlapping.append((i, b, dims))
+            else:
+                self.copies.append((i, dims))
+                self.copy_dsts.append(dst)
+        self.out_plan = _out_plan(outputs, {inputs[i].untyped_storage().data_ptr() for i in static_ptrs})
 
-        self.copies = [(i, b, get_expanded_dims(b)) for i, b in enumerate(inputs)
-                       if isinstance(b, torch.Tensor) and i not in static_ptrs]
+    def copy_in(self, inputs: list) -> None:
+        if self.copies:
+            srcs = [index_expanded_dims(inputs[i], dims) if dims else inputs[i] for i, dims in self.copies]
+            torch._foreach_copy_(self.copy_dsts, srcs)
+        for i, b, dims in self.overlapping:
+            index_expanded_dims_and_copy_(b, inputs[i], dims)
+
+    def statics_moved(self, inputs: list) -> list:
+        # (torch's C++ _tensors_data_ptrs_at_indices_equal is built only with CUDA.)
+        return [i for i, p in self.static_items if inputs[i].data_ptr() != p]
 
     def release(self) -> None:
         self.graph.reset()
-        self.inputs = self.outputs = self.copies = None
+        self.inputs = self.outputs = self.copies = self.copy_dsts = self.overlapping = self.out_plan = None
 
 
-def _copy_out(outputs: Sequence, keep: set) -> list:
-    """Copies the graph's outputs into fresh memory, keeping which outputs share storage.
+def _out_plan(outputs: Sequence, keep: set) -> tuple:
+    """How each replay copies the graph's outputs into fresh memory, keeping which outputs
+    share storage: (the pool storages as byte tensors, one entry per output).
 
-    ``keep``: the storage addresses of static inputs (parameters, ...); an output living
-    there is returned as it is, as an uncaptured run would.
+    An entry is ("as is", value) for a non-tensor or an output in ``keep`` (the storage of a
+    static input, a parameter say: returned as it is, as an uncaptured run would),
+    ("empty", tensor) for an output without bytes, or ("view", storage index, dtype,
+    offset, size, stride): a view of that storage's fresh copy.
     """
-    fresh: dict = {}
-    result = []
+    sources: list = []
+    index: dict = {}  # pool storage address -> index into sources
+    plan = []
     for o in outputs:
         if not isinstance(o, torch.Tensor):
-            result.append(o)
+            plan.append(("as is", o))
             continue
         storage = o.untyped_storage()
         ptr = storage.data_ptr()
-        if ptr in keep or storage.nbytes() == 0:
-            result.append(o if ptr in keep else torch.empty_strided(o.size(), o.stride(), dtype=o.dtype, device=o.device))
-            continue
-        copy = fresh.get(ptr)
-        if copy is None:
-            # The whole storage, byte for byte: views keep their offset and strides, and
-            # outputs that overlapped still do.
-            src = torch.empty(0, dtype=torch.uint8, device=o.device).set_(storage)
-            copy = src.clone().untyped_storage()
-            fresh[ptr] = copy
-        result.append(torch.empty(0, dtype=o.dtype, device=o.device).set_(copy, o.storage_offset(), o.size(), o.stride()))
+        if ptr in keep:
+            plan.append(("as is", o))
+        elif storage.nbytes() == 0:
+            plan.append(("empty", o))
+        else:
+            if ptr not in index:
+                # The whole storage, byte for byte: views keep their offset and strides,
+                # and outputs that overlapped still do.
+                index[ptr] = len(sources)
+                sources.append(torch.empty(0, dtype=torch.uint8, device=o.device).set_(storage))
+            plan.append(("view", index[ptr], o.dtype, o.storage_offset(), tuple(o.size()), tuple(o.stride())))
+    return sources, plan
+
+
+def _copy_out(out_plan: tuple) -> list:
+    """The graph's outputs, copied out of its pool as ``_out_plan`` says."""
+    sources, plan = out_plan
+    fresh = [s.clone().untyped_storage() for s in sources]
+    result = []
+    for p in plan:
+        if p[0] == "as is":
+            result.append(p[1])
+        elif p[0] == "empty":
+            o = p[1]
+            result.append(torch.empty_strided(o.size(), o.stride(), dtype=o.dtype, device=o.device))
+        else:
+            _, k, dtype, offset, size, stride = p
+            result.append(torch.empty(0, dtype=dtype, device=sources[k].device).set_(fresh[k], offset, size, stride))
     return result
 
 
@@ -133,9 +181,6 @@ def graphify(
     mutated_input_idxs: Sequence[int] = (),
 ) -> Callable[[list], Any]:
     """Wraps one compiled xxnpu graph (boxed calling convention) to run as an xxnpu graph."""
-    from torch._inductor.compile_fx import index_expanded_dims_and_copy_, static_input
-    from torch._inductor.output_code import get_expanded_dims
-
     import torch_xxnpu.xxnpu as xxnpu
 
     static = set(static_input_idxs)
@@ -160,9 +205,13 @@ def graphify(
             state.last_stream = None
         return state
 
+    int_idxs: list = []  # where the int inputs are (the same positions at every call)
+
     def size_key(inputs: list) -> tuple:
         # Symbolic sizes reach the graph as int inputs: one capture per distinct set.
-        return tuple(x for x in inputs if isinstance(x, int))
+        if not int_idxs:
+            int_idxs.append([i for i, x in enumerate(inputs) if isinstance(x, int)])
+        return tuple(inputs[i] for i in int_idxs[0])
 
     def capture(s, inputs: list) -> Optional[_Capture]:
         copied = {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and (i not in static or i in s.copied)}
@@ -200,11 +249,10 @@ def graphify(
         if s.last_stream is not None and s.last_stream != cur:
             cur.wait_stream(s.last_stream)  # the buffers may still be in use there
         s.last_stream = cur
-        for i, buf, expanded in c.copies:
-            index_expanded_dims_and_copy_(buf, inputs[i], expanded)
+        c.copy_in(inputs)
         inputs.clear()  # the boxed convention: the callee drops the caller's references
         c.graph.replay()
-        return _copy_out(c.outputs, c.static_storages)
+        return _copy_out(c.out_plan)
 
     def run(inputs: list) -> Any:
         if disabled:
@@ -213,7 +261,7 @@ def graphify(
         key = size_key(inputs)
         c = s.captures.get(key)
         if c is not None:
-            moved = [i for i, p in c.static_ptrs.items() if inputs[i].data_ptr() != p]
+            moved = c.statics_moved(inputs)
             if not moved:
                 return replay(s, c, inputs)
             # A static input is somewhere else now (a new parameter, a new KV cache, the
