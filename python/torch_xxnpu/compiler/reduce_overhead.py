@@ -245,7 +245,7 @@ def graphify(
         return _Capture(graph, buffers, outputs, static_ptrs)
 
     def replay(s, c: _Capture, inputs: list) -> list:
-        cur = xxnpu.current_stream(device_index)
+        cur = torch.accelerator.current_stream(device_index)  # a torch.Stream, cheaper to get than ours
         if s.last_stream is not None and s.last_stream != cur:
             cur.wait_stream(s.last_stream)  # the buffers may still be in use there
         s.last_stream = cur
