@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
@@ -131,9 +132,23 @@ int32_t BmmOut(ShimTensor out, ShimTensor self, ShimTensor mat2) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::bmm_out(T(out), T(self), T(mat2)); });
 }
 
+int32_t Convolution(ShimTensor input, ShimTensor weight, ShimTensor* bias, const int64_t* stride, int64_t stride_len,
+                    const int64_t* padding, int64_t padding_len, const int64_t* dilation, int64_t dilation_len,
+                    int32_t transposed, const int64_t* output_padding, int64_t output_padding_len, int64_t groups,
+                    ShimTensor* ret0) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    std::optional<at::Tensor> b;
+    if (bias != nullptr && *bias != nullptr) b = T(*bias);
+    at::Tensor out = at::convolution(T(input), T(weight), b, at::IntArrayRef(stride, stride_len),
+                                     at::IntArrayRef(padding, padding_len), at::IntArrayRef(dilation, dilation_len),
+                                     transposed != 0, at::IntArrayRef(output_padding, output_padding_len), groups);
+    *ret0 = torch::aot_inductor::new_tensor_handle(std::move(out));
+  });
+}
+
 constexpr CompiledKernelApi kApi{
     kCompiledLaunchAbi, sizeof(CompiledKernelApi), &LaunchCompiledKernel, &InternKernelName, &MmOut, &AddmmOut,
-    &BmmOut,
+    &BmmOut, &Convolution,
 };
 
 // An integer-returning op is what aoti_torch_call_dispatcher can hand back to generated C++

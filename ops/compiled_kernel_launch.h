@@ -62,6 +62,12 @@ struct CompiledKernelApi {
   int32_t (*addmm_out)(ShimTensor out, ShimTensor self, ShimTensor mat1, ShimTensor mat2, double beta,
                        double alpha);
   int32_t (*bmm_out)(ShimTensor out, ShimTensor self, ShimTensor mat2);
+  // aoti_torch_<device>_convolution's signature: `bias` may be null or point to null (no
+  // bias); the result is a new handle in *ret0.
+  int32_t (*convolution)(ShimTensor input, ShimTensor weight, ShimTensor* bias, const int64_t* stride,
+                         int64_t stride_len, const int64_t* padding, int64_t padding_len, const int64_t* dilation,
+                         int64_t dilation_len, int32_t transposed, const int64_t* output_padding,
+                         int64_t output_padding_len, int64_t groups, ShimTensor* ret0);
 };
 
 // Enqueues the kernel on the current stream of the device its pointer arguments live on.

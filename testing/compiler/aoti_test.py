@@ -106,3 +106,33 @@ def test_weights_in_the_so_are_refused_clearly():
     ep = torch.export.export(TinyMlp().to("xxnpu"), (_input().to("xxnpu"),))
     with pytest.raises(Exception, match=r"package_constants_in_so': False"):
         torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tempfile.mkdtemp(), "x.pt2"))
+
+
+class TinyConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.ConvTranspose2d(4, 2, 2, stride=2)
+
+    def forward(self, x):
+        return self.up(self.conv(x).relu())
+
+
+def test_convolution_package_runs_on_xxnpu_and_matches_cpu():
+    # Convolution is an extern kernel with a C shim: the package calls torch_xxnpu's
+    # aoti_torch_xxnpu_convolution, which runs the xxnpu convolution.
+    model = TinyConv()
+    x = torch.randn(2, 3, 8, 8)
+    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
+    path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_conv_"), "tiny_conv.pt2")
+    torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
+    compiled = torch._inductor.aoti_load_package(path)
+    weights = dict(model.state_dict())
+    compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
+                            user_managed=True)
+    torch_xxnpu.ops.reset_fallback_counts()
+    out = compiled(x.to("xxnpu"))
+    assert out.device == torch.device("xxnpu", 0)
+    torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
+    assert torch_xxnpu.ops.fallback_counts() == {}

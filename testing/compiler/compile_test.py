@@ -656,13 +656,30 @@ def test_cpp_wrapper_kernel_fault_is_a_sticky_error_naming_it(cpp_wrapper_compil
     _close(cf(*dev)[3], _cpp_wrapper_graph(*cpu)[3])
 
 
-def test_cpp_wrapper_extern_kernel_without_xxnpu_shim_is_refused_clearly():
-    # Extern kernels the C++ wrapper calls through a C shim: only mm/addmm/bmm have an
-    # xxnpu one; any other is refused at code generation, naming it (before any C++ compile).
+def test_cpp_wrapper_convolution_runs_through_the_xxnpu_shim():
+    # aoti_torch_xxnpu_convolution (torch ships the C shim for in-tree devices only) calls
+    # the xxnpu convolution: ordinary with bias and groups, and transposed.
     torch._dynamo.reset()
-    x, w = torch.randn(1, 4, 8, 8, device="xxnpu"), torch.randn(4, 4, 3, 3, device="xxnpu")
-    with pytest.raises(Exception, match=r"extern kernel aoti_torch_xxnpu_convolution has no xxnpu C shim"):
-        torch.compile(lambda x: F.conv2d(x, w) + 1, options={"cpp_wrapper": True})(x)
+    torch.manual_seed(0)
+    x, w, b, wt = torch.randn(2, 4, 8, 8), torch.randn(6, 2, 3, 3), torch.randn(6), torch.randn(4, 3, 2, 2)
+
+    def f(x, w, b, wt):
+        return F.relu(F.conv2d(x, w, b, padding=1, groups=2)) + 1, F.conv_transpose2d(x, wt, stride=2) * 2
+
+    got = torch.compile(f, options={"cpp_wrapper": True})(*(t.to("xxnpu") for t in (x, w, b, wt)))
+    for g, want in zip(got, f(x, w, b, wt)):
+        assert g.device.type == "xxnpu"
+        _close(g, want)
+
+
+def test_cpp_wrapper_extern_kernel_without_xxnpu_shim_is_refused_clearly():
+    # Extern kernels the C++ wrapper calls through a C shim: mm/addmm/bmm and convolution
+    # have an xxnpu one; any other is refused at code generation, naming it (before any C++
+    # compile).
+    torch._dynamo.reset()
+    a, b, c = (torch.randn(*s, device="xxnpu") for s in ((2, 3, 4), (2, 3, 5), (2, 5, 4)))
+    with pytest.raises(Exception, match=r"extern kernel aoti_torch_xxnpu_baddbmm_out has no xxnpu C shim"):
+        torch.compile(lambda a, b, c: torch.baddbmm(a, b, c) + 1, options={"cpp_wrapper": True})(a, b, c)
 
 
 def test_cpp_wrapper_fallback_returning_integers_is_refused_clearly():

@@ -623,6 +623,9 @@ struct Api {
     int32_t (*mm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle);
     int32_t (*addmm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, double);
     int32_t (*bmm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle);
+    int32_t (*convolution)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle*, const int64_t*, int64_t,
+                           const int64_t*, int64_t, const int64_t*, int64_t, int32_t, const int64_t*, int64_t,
+                           int64_t, AtenTensorHandle*);
 };
 
 inline const Api& api() {
@@ -712,10 +715,20 @@ static inline AOTITorchError aoti_torch_xxnpu_addmm_out(AtenTensorHandle out, At
 static inline AOTITorchError aoti_torch_xxnpu_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
     return xxnpu_compiled::api().bmm_out(out, self, mat2);
 }
+static inline AOTITorchError aoti_torch_xxnpu_convolution(
+        AtenTensorHandle input, AtenTensorHandle weight, AtenTensorHandle* bias, const int64_t* stride,
+        int64_t stride_len_, const int64_t* padding, int64_t padding_len_, const int64_t* dilation,
+        int64_t dilation_len_, int32_t transposed, const int64_t* output_padding, int64_t output_padding_len_,
+        int64_t groups, AtenTensorHandle* ret0) {
+    return xxnpu_compiled::api().convolution(input, weight, bias, stride, stride_len_, padding, padding_len_, dilation,
+                                             dilation_len_, transposed, output_padding, output_padding_len_, groups,
+                                             ret0);
+}
 """.replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
 # The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
-_XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out"})
+_XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out",
+                                   "aoti_torch_xxnpu_convolution"})
 
 
 def _cpp_string(text: str) -> str:
