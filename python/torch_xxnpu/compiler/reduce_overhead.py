@@ -91,7 +91,6 @@ class _Capture:
         self.inputs = inputs  # the tensors the captured run read: ours (copied into) or static
         self.outputs = outputs
         self.static_ptrs = static_ptrs  # input index -> data_ptr at capture time
-        self.static_items = list(static_ptrs.items())
         # Copied inputs: (input index, expanded dims) and the buffers' views to copy into.
         # A buffer that still overlaps itself once its expanded dims are dropped (rare) is
         # copied byte for byte on its own (torch's index_expanded_dims_and_copy_).
@@ -117,7 +116,7 @@ class _Capture:
 
     def statics_moved(self, inputs: list) -> list:
         # (torch's C++ _tensors_data_ptrs_at_indices_equal is built only with CUDA.)
-        return [i for i, p in self.static_items if inputs[i].data_ptr() != p]
+        return [i for i, p in self.static_ptrs.items() if inputs[i].data_ptr() != p]
 
     def release(self) -> None:
         self.graph.reset()
@@ -205,13 +204,14 @@ def graphify(
             state.last_stream = None
         return state
 
-    int_idxs: list = []  # where the int inputs are (the same positions at every call)
+    int_idxs: Optional[list] = None  # where the int inputs are (the same positions at every call)
 
     def size_key(inputs: list) -> tuple:
         # Symbolic sizes reach the graph as int inputs: one capture per distinct set.
-        if not int_idxs:
-            int_idxs.append([i for i, x in enumerate(inputs) if isinstance(x, int)])
-        return tuple(inputs[i] for i in int_idxs[0])
+        nonlocal int_idxs
+        if int_idxs is None:
+            int_idxs = [i for i, x in enumerate(inputs) if isinstance(x, int)]
+        return tuple(inputs[i] for i in int_idxs)
 
     def capture(s, inputs: list) -> Optional[_Capture]:
         copied = {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and (i not in static or i in s.copied)}
