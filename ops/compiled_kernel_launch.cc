@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -146,9 +147,73 @@ int32_t Convolution(ShimTensor input, ShimTensor weight, ShimTensor* bias, const
   });
 }
 
+int32_t BaddbmmOut(ShimTensor out, ShimTensor self, ShimTensor batch1, ShimTensor batch2, double beta,
+                   double alpha) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE(
+      { at::baddbmm_out(T(out), T(self), T(batch1), T(batch2), beta, alpha); });
+}
+
+// Stores a result as torch's generated shims do: into *ret as a new handle (an undefined
+// tensor, the philox state say, stays undefined), or nowhere when the wrapper passed no
+// place for it (nullptr: a result the graph does not use).
+void SetResult(ShimTensor* ret, at::Tensor t) {
+  if (ret != nullptr) *ret = torch::aot_inductor::new_tensor_handle(std::move(t));
+}
+void SetResult(int64_t* ret, const c10::SymInt& v) {
+  if (ret != nullptr) *ret = v.guard_int(__FILE__, __LINE__);
+}
+
+// A tensor argument that may come as a null handle (undefined).
+at::Tensor TensorOrUndefined(ShimTensor handle) { return handle != nullptr ? T(handle) : at::Tensor(); }
+
+int32_t SdpaOverrideable(ShimTensor query, ShimTensor key, ShimTensor value, ShimTensor* attn_bias, double dropout_p,
+                         int32_t is_causal, int32_t return_debug_mask, double* scale, ShimTensor* ret0,
+                         ShimTensor* ret1, ShimTensor* ret2, ShimTensor* ret3, int64_t* ret4, int64_t* ret5,
+                         ShimTensor* ret6, ShimTensor* ret7, ShimTensor* ret8) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    std::optional<at::Tensor> bias;
+    if (attn_bias != nullptr && *attn_bias != nullptr) bias = T(*attn_bias);
+    auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, mask] = at::_scaled_dot_product_fused_attention_overrideable(
+        T(query), T(key), T(value), bias, dropout_p, is_causal != 0, return_debug_mask != 0,
+        scale != nullptr ? std::optional<double>(*scale) : std::nullopt);
+    SetResult(ret0, std::move(out));
+    SetResult(ret1, std::move(lse));
+    SetResult(ret2, std::move(cum_q));
+    SetResult(ret3, std::move(cum_k));
+    SetResult(ret4, max_q);
+    SetResult(ret5, max_k);
+    SetResult(ret6, std::move(seed));
+    SetResult(ret7, std::move(offset));
+    SetResult(ret8, std::move(mask));
+  });
+}
+
+int32_t SdpaOverrideableBackward(ShimTensor grad_out, ShimTensor query, ShimTensor key, ShimTensor value,
+                                 ShimTensor attn_bias, const int32_t* grad_input_mask, int64_t grad_input_mask_len,
+                                 ShimTensor out, ShimTensor logsumexp, ShimTensor cum_seq_q, ShimTensor cum_seq_k,
+                                 int64_t max_q, int64_t max_k, double dropout_p, int32_t is_causal,
+                                 ShimTensor philox_seed, ShimTensor philox_offset, double* scale, ShimTensor* ret0,
+                                 ShimTensor* ret1, ShimTensor* ret2, ShimTensor* ret3) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    TORCH_CHECK(grad_input_mask_len == 4, "aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable_backward: "
+                "expected a grad_input_mask of 4 entries, got ", grad_input_mask_len);
+    const std::array<bool, 4> mask{grad_input_mask[0] != 0, grad_input_mask[1] != 0, grad_input_mask[2] != 0,
+                                   grad_input_mask[3] != 0};
+    auto [dq, dk, dv, dbias] = at::_scaled_dot_product_fused_attention_overrideable_backward(
+        T(grad_out), T(query), T(key), T(value), TensorOrUndefined(attn_bias), mask, T(out), T(logsumexp),
+        TensorOrUndefined(cum_seq_q), TensorOrUndefined(cum_seq_k), max_q, max_k, dropout_p, is_causal != 0,
+        TensorOrUndefined(philox_seed), TensorOrUndefined(philox_offset),
+        scale != nullptr ? std::optional<double>(*scale) : std::nullopt);
+    SetResult(ret0, std::move(dq));
+    SetResult(ret1, std::move(dk));
+    SetResult(ret2, std::move(dv));
+    SetResult(ret3, std::move(dbias));
+  });
+}
+
 constexpr CompiledKernelApi kApi{
     kCompiledLaunchAbi, sizeof(CompiledKernelApi), &LaunchCompiledKernel, &InternKernelName, &MmOut, &AddmmOut,
-    &BmmOut, &Convolution,
+    &BmmOut, &Convolution, &BaddbmmOut, &SdpaOverrideable, &SdpaOverrideableBackward,
 };
 
 // An integer-returning op is what aoti_torch_call_dispatcher can hand back to generated C++

@@ -68,6 +68,23 @@ struct CompiledKernelApi {
                          int64_t stride_len, const int64_t* padding, int64_t padding_len, const int64_t* dilation,
                          int64_t dilation_len, int32_t transposed, const int64_t* output_padding,
                          int64_t output_padding_len, int64_t groups, ShimTensor* ret0);
+  int32_t (*baddbmm_out)(ShimTensor out, ShimTensor self, ShimTensor batch1, ShimTensor batch2, double beta,
+                         double alpha);
+  // aoti_torch_<device>__scaled_dot_product_fused_attention_overrideable's signature (the
+  // fused SDPA of ops/attention_ops.cc): `attn_bias` and `scale` may be null (none); the
+  // nine results (max_q and max_k as integers) go to ret0..ret8.
+  int32_t (*sdpa_overrideable)(ShimTensor query, ShimTensor key, ShimTensor value, ShimTensor* attn_bias,
+                               double dropout_p, int32_t is_causal, int32_t return_debug_mask, double* scale,
+                               ShimTensor* ret0, ShimTensor* ret1, ShimTensor* ret2, ShimTensor* ret3, int64_t* ret4,
+                               int64_t* ret5, ShimTensor* ret6, ShimTensor* ret7, ShimTensor* ret8);
+  // Its backward: grad_query, grad_key, grad_value, grad_attn_bias in ret0..ret3.
+  int32_t (*sdpa_overrideable_backward)(ShimTensor grad_out, ShimTensor query, ShimTensor key, ShimTensor value,
+                                        ShimTensor attn_bias, const int32_t* grad_input_mask,
+                                        int64_t grad_input_mask_len, ShimTensor out, ShimTensor logsumexp,
+                                        ShimTensor cum_seq_q, ShimTensor cum_seq_k, int64_t max_q, int64_t max_k,
+                                        double dropout_p, int32_t is_causal, ShimTensor philox_seed,
+                                        ShimTensor philox_offset, double* scale, ShimTensor* ret0, ShimTensor* ret1,
+                                        ShimTensor* ret2, ShimTensor* ret3);
 };
 
 // Enqueues the kernel on the current stream of the device its pointer arguments live on.

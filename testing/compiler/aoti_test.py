@@ -136,3 +136,44 @@ def test_convolution_package_runs_on_xxnpu_and_matches_cpu():
     assert out.device == torch.device("xxnpu", 0)
     torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
     assert torch_xxnpu.ops.fallback_counts() == {}
+
+
+class TinyAttention(nn.Module):
+    """Causal self-attention through F.scaled_dot_product_attention (the fused SDPA's C shim)."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.o = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(attn.transpose(1, 2).reshape(B, T, C))
+
+
+def test_attention_package_runs_the_xxnpu_sdpa_and_matches_cpu():
+    # SDPA is an extern kernel with integer results (max_q, max_k): the package calls
+    # torch_xxnpu's aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable, which
+    # runs the fused xxnpu kernel.
+    model = TinyAttention()
+    x = torch.randn(2, 16, 32)
+    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
+    path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_attn_"), "tiny_attention.pt2")
+    torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
+    compiled = torch._inductor.aoti_load_package(path)
+    weights = dict(model.state_dict())
+    compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
+                            user_managed=True)
+    torch_xxnpu.ops.reset_fallback_counts()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        out = compiled(x.to("xxnpu"))
+        torch.xxnpu.synchronize()
+    assert out.device == torch.device("xxnpu", 0)
+    torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert "xxnpu::sdpa_flash_fwd" in names, names
+    assert torch_xxnpu.ops.fallback_counts() == {}

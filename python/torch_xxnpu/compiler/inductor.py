@@ -626,6 +626,16 @@ struct Api {
     int32_t (*convolution)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle*, const int64_t*, int64_t,
                            const int64_t*, int64_t, const int64_t*, int64_t, int32_t, const int64_t*, int64_t,
                            int64_t, AtenTensorHandle*);
+    int32_t (*baddbmm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, double, double);
+    int32_t (*sdpa_overrideable)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle*, double,
+                                 int32_t, int32_t, double*, AtenTensorHandle*, AtenTensorHandle*, AtenTensorHandle*,
+                                 AtenTensorHandle*, int64_t*, int64_t*, AtenTensorHandle*, AtenTensorHandle*,
+                                 AtenTensorHandle*);
+    int32_t (*sdpa_overrideable_backward)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle,
+                                          AtenTensorHandle, const int32_t*, int64_t, AtenTensorHandle,
+                                          AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, int64_t, int64_t,
+                                          double, int32_t, AtenTensorHandle, AtenTensorHandle, double*,
+                                          AtenTensorHandle*, AtenTensorHandle*, AtenTensorHandle*, AtenTensorHandle*);
 };
 
 inline const Api& api() {
@@ -724,11 +734,39 @@ static inline AOTITorchError aoti_torch_xxnpu_convolution(
                                              dilation_len_, transposed, output_padding, output_padding_len_, groups,
                                              ret0);
 }
+static inline AOTITorchError aoti_torch_xxnpu_baddbmm_out(AtenTensorHandle out, AtenTensorHandle self,
+                                                          AtenTensorHandle batch1, AtenTensorHandle batch2, double beta,
+                                                          double alpha) {
+    return xxnpu_compiled::api().baddbmm_out(out, self, batch1, batch2, beta, alpha);
+}
+static inline AOTITorchError aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable(
+        AtenTensorHandle query, AtenTensorHandle key, AtenTensorHandle value, AtenTensorHandle* attn_bias,
+        double dropout_p, int32_t is_causal, int32_t return_debug_mask, double* scale, AtenTensorHandle* ret0,
+        AtenTensorHandle* ret1, AtenTensorHandle* ret2, AtenTensorHandle* ret3, int64_t* ret4, int64_t* ret5,
+        AtenTensorHandle* ret6, AtenTensorHandle* ret7, AtenTensorHandle* ret8) {
+    return xxnpu_compiled::api().sdpa_overrideable(query, key, value, attn_bias, dropout_p, is_causal,
+                                                   return_debug_mask, scale, ret0, ret1, ret2, ret3, ret4, ret5, ret6,
+                                                   ret7, ret8);
+}
+static inline AOTITorchError aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable_backward(
+        AtenTensorHandle grad_out, AtenTensorHandle query, AtenTensorHandle key, AtenTensorHandle value,
+        AtenTensorHandle attn_bias, const int32_t* grad_input_mask, int64_t grad_input_mask_len_, AtenTensorHandle out,
+        AtenTensorHandle logsumexp, AtenTensorHandle cum_seq_q, AtenTensorHandle cum_seq_k, int64_t max_q,
+        int64_t max_k, double dropout_p, int32_t is_causal, AtenTensorHandle philox_seed,
+        AtenTensorHandle philox_offset, double* scale, AtenTensorHandle* ret0, AtenTensorHandle* ret1,
+        AtenTensorHandle* ret2, AtenTensorHandle* ret3) {
+    return xxnpu_compiled::api().sdpa_overrideable_backward(
+        grad_out, query, key, value, attn_bias, grad_input_mask, grad_input_mask_len_, out, logsumexp, cum_seq_q,
+        cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale, ret0, ret1, ret2, ret3);
+}
 """.replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
 # The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
-_XXNPU_SHIM_FUNCTIONS = frozenset({"aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out",
-                                   "aoti_torch_xxnpu_convolution"})
+_XXNPU_SHIM_FUNCTIONS = frozenset({
+    "aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out", "aoti_torch_xxnpu_baddbmm_out",
+    "aoti_torch_xxnpu_convolution", "aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable",
+    "aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable_backward",
+})
 
 
 def _cpp_string(text: str) -> str:
