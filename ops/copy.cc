@@ -7,6 +7,8 @@
 // kernel on the device; a host side is first staged through a contiguous buffer.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <c10/util/TypeCast.h>
 #include <torch/library.h>
@@ -202,12 +204,27 @@ void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   DeviceCopyKernel(dst, src);
 }
 
+// The source as dst's shape. ATen's copy_ hands every copy that involves a PrivateUse1
+// tensor to _copy_from before it broadcasts (torch 2.13's copy_impl), so the broadcasting
+// and its errors are ours: the CPU's rules and messages (its copy_ is a TensorIterator
+// with a fixed output). A source of another shape with the same element count is an
+// error, as on the CPU (this once reshaped it silently).
+at::Tensor BroadcastSource(const at::Tensor& self, const at::Tensor& dst) {
+  if (self.sizes() == dst.sizes()) return self;
+  // "The size of tensor a (3) must match the size of tensor b (6) at non-singleton dimension 1"
+  const auto shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  return self.expand(dst.sizes());
+}
+
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
-              "copy from xxnpu: size mismatch, source ", self.sizes(), " vs destination ", dst.sizes());
+  const at::Tensor src = BroadcastSource(self, dst);
   if (dst.numel() == 0) return dst;
-  // Broadcasting copies (copy_ from a smaller shape) arrive here expanded already.
-  const at::Tensor src = self.sizes() == dst.sizes() ? self : self.view(dst.sizes());
+  // The CPU's overlap errors (its TensorIterator's): a destination with repeated elements,
+  // or one that partly overlaps its source, would make the result depend on copy order.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
   const bool src_dev = src.device().is_privateuseone();
   const bool dst_dev = dst.device().is_privateuseone();
   if (src_dev && dst_dev) {

@@ -241,6 +241,74 @@ def test_reductions_match_cpu(shape, dtype):
             _close(xx.transpose(0, 1).argmin(0), x.transpose(0, 1).argmin(0))  # non-contiguous input
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_argmax_picks_the_cpus_element_ties_nan_and_infinities(dtype):
+    # float32/bfloat16 rows take the SIMD max and then its first occurrence: the index must
+    # be the CPU's in every case the scalar fold decides (float16 keeps the scalar fold).
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 2051, generator=gen).to(dtype)
+    x[0, 100] = x[0, 1700] = 50.0  # a tie: the first wins
+    x[1, 900] = float("nan")  # NaN wins over any number
+    x[1, 1900] = float("nan")  # ...the first NaN
+    x[2] = float("-inf")  # all -inf: index 0
+    x[3] = -x[3].abs() - 1  # zeros of both signs as the maximum: the first
+    x[3, 7] = -0.0
+    x[3, 5] = 0.0
+    x[4, 2050] = 9.0  # the last element (past every whole vector)
+    x[5, :] = 1.0  # every element the maximum
+    xx = _x(x)
+    for dim in (1, -1):
+        _close(xx.argmax(dim), x.argmax(dim))
+        got, want = xx.max(dim), x.max(dim)
+        _close(got.indices, want.indices)
+        _close(got.values, want.values)
+    _close(xx.argmax(1, keepdim=True), x.argmax(1, keepdim=True))
+    # Rows that are strided views (a transposed matrix, every other column) and the whole tensor.
+    _close(xx.t().argmax(0), x.t().argmax(0))
+    _close(xx[:, ::2].argmax(1), x[:, ::2].argmax(1))
+    _close(xx[:, 3:].argmax(1), x[:, 3:].argmax(1))
+    _close(xx.argmax(), x.argmax())
+    # Reductions over several dims, where a row is several runs of the reduced range.
+    y = torch.randn(3, 4, 37, generator=gen).to(dtype)
+    y[1, 2, 30] = y[1, 3, 1] = 60.0
+    _close(_x(y).flatten(1).argmax(1), y.flatten(1).argmax(1))
+    _close(_x(y).permute(1, 0, 2).reshape(4, -1).argmax(1), y.permute(1, 0, 2).reshape(4, -1).argmax(1))
+
+
+def test_copy_broadcasts_as_the_cpu_and_refuses_what_it_refuses():
+    # ATen hands xxnpu copies to _copy_from before broadcasting: a row or a 0-dim source
+    # fills the destination (device to device, host to device, device to host, with a
+    # cast), and a source of another shape with the same element count is an error, as on
+    # the CPU (it was reshaped silently).
+    row, scalar = torch.arange(3.0), torch.tensor(7, dtype=torch.int64)
+    for src in (row, scalar, row[:1]):
+        want = torch.zeros(2, 3).copy_(src)
+        for s, d in ((_x(src), "xxnpu"), (src, "xxnpu"), (_x(src), "cpu")):
+            dst = torch.zeros(2, 3, device=d)
+            dst.copy_(s)
+            assert dst.device.type == d
+            assert torch.equal(dst.cpu(), want), (src, d)
+    col = torch.zeros(4, 2, dtype=torch.float16, device="xxnpu")[:, :1]  # a strided destination
+    col.copy_(_x(torch.tensor([1.5])))
+    assert torch.equal(col.cpu(), torch.full((4, 1), 1.5, dtype=torch.float16))
+    for dst_shape, src_shape in (((2, 3), (6,)), ((3,), (2, 3)), ((2, 3), (2,))):
+        with pytest.raises(RuntimeError) as cpu_err:
+            torch.zeros(dst_shape).copy_(torch.zeros(src_shape))
+        for s, d in ((_x(torch.zeros(src_shape)), "xxnpu"), (torch.zeros(src_shape), "xxnpu"),
+                     (_x(torch.zeros(src_shape)), "cpu")):
+            with pytest.raises(RuntimeError) as err:
+                torch.zeros(dst_shape, device=d).copy_(s)
+            assert str(err.value) == str(cpu_err.value), (dst_shape, src_shape, d)
+    assert torch.equal(torch.zeros(2, 0, device="xxnpu").copy_(_x(torch.zeros(0))).cpu(), torch.zeros(2, 0))
+    # Overlaps: the CPU's errors, not a copy whose result depends on its order.
+    for base in (torch.arange(10.0), _x(torch.arange(10.0))):
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+            base[1:6].copy_(base[0:5])
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            base[:1].expand(3).copy_(base[2:5])
+        base[2:5].copy_(base[2:5])  # the same view: nothing to do
+
+
 def test_reduction_dtypes_and_out():
     i = torch.arange(12, dtype=torch.int32).view(3, 4)
     _close(_x(i).sum(), i.sum())  # int64
