@@ -16,6 +16,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/ops/_foreach_abs_native.h>
@@ -24,6 +25,7 @@
 #include <ATen/ops/_foreach_addcmul_native.h>
 #include <ATen/ops/_foreach_clamp_max_native.h>
 #include <ATen/ops/_foreach_clamp_min_native.h>
+#include <ATen/ops/_foreach_copy_native.h>
 #include <ATen/ops/_foreach_div_native.h>
 #include <ATen/ops/_foreach_exp_native.h>
 #include <ATen/ops/_foreach_lerp_native.h>
@@ -44,6 +46,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -386,6 +389,60 @@ void ZeroForeach_(at::TensorList self) {
   });
 }
 
+// ------------------------------------------------------------------ copy_
+
+// torch._foreach_copy_(dst, src): a list of same-layout copies as one kernel. What copies
+// many small tensors at once: mode="reduce-overhead"'s copy of a step's inputs into its
+// graph's buffers (compiler/reduce_overhead.py), optimizers' and FSDP's state copies. One
+// kernel when every pair is one xxnpu device's tensors of one dtype (which may differ
+// between pairs), sizes and strides, dense and not overlapping (then a pair is one byte
+// range of each); otherwise ATen's per-pair copy_, whose errors (a partial overlap, sizes
+// that do not broadcast) are the CPU's. All or nothing, as CUDA's fast route: with one
+// slow pair the list keeps its order.
+constexpr int64_t kCopyChunkBytes = 256 * 1024;
+
+bool BytewiseCopyable(const at::Tensor& dst, const at::Tensor& src, c10::Device device) {
+  return dst.device() == device && src.device() == device && dst.scalar_type() == src.scalar_type() &&
+         dst.sizes() == src.sizes() && dst.strides() == src.strides() && dst.is_non_overlapping_and_dense() &&
+         dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg() && !dst.is_quantized() &&
+         (dst.is_same(src) || at::get_overlap_status(dst, src) == at::MemOverlapStatus::No);
+}
+
+void CopyForeach_(at::TensorList self, at::TensorList src, bool non_blocking) {
+  check_foreach_api_restrictions(self, src);
+  const c10::Device device = self[0].device();
+  bool fast = device.is_privateuseone();
+  for (size_t i = 0; fast && i < self.size(); ++i) fast = BytewiseCopyable(self[i], src[i], device);
+  if (!fast) return at::native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
+  struct Span {
+    char* dst;
+    const char* src;
+    int64_t bytes;
+  };
+  std::vector<Span> spans;
+  uint64_t total = 0;
+  for (size_t i = 0; i < self.size(); ++i) {
+    const int64_t bytes = self[i].numel() * static_cast<int64_t>(self[i].element_size());
+    if (bytes == 0 || self[i].is_same(src[i])) continue;
+    char* d = static_cast<char*>(DeviceView(self[i].data_ptr()));
+    const char* s = static_cast<const char*>(DeviceView(src[i].const_data_ptr()));
+    for (int64_t off = 0; off < bytes; off += kCopyChunkBytes) {
+      spans.push_back({d + off, s + off, std::min(kCopyChunkBytes, bytes - off)});
+    }
+    total += static_cast<uint64_t>(bytes);
+  }
+  if (spans.empty()) return;
+  c10::DeviceGuard guard(device);
+  LaunchConfig cfg;
+  cfg.name = "xxnpu::foreach_copy";
+  cfg.grid = Dim3{static_cast<uint32_t>(spans.size()), 1, 1};
+  cfg.bytes = 2 * total;
+  CheckOk(xxnpuLaunchKernel(cfg, KernelBody([spans = std::move(spans)](BlockRange r) {
+            for (int64_t b = r.begin; b < r.end; ++b) std::memcpy(spans[b].dst, spans[b].src, spans[b].bytes);
+            return absl::OkStatus();
+          }), CurrentXxnpuStreamHandle(device.index())), cfg.name);
+}
+
 // ------------------------------------------------------------------ addcmul, addcdiv
 
 struct AddcmulOp {
@@ -684,6 +741,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   XXNPU_IMPL_UNARY(exp)
   XXNPU_IMPL_UNARY(log)
   m.impl("_foreach_zero_", &ZeroForeach_);
+  m.impl("_foreach_copy_", &CopyForeach_);
   XXNPU_IMPL_BINARY_SCALAR("addcmul", Addcmul)
   XXNPU_IMPL_TENSOR("addcmul", Addcmul)
   XXNPU_IMPL_BINARY_SCALAR("addcdiv", Addcdiv)

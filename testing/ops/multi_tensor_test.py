@@ -207,6 +207,47 @@ def test_slow_route_for_strided_and_mixed_lists():
     assert all(torch.equal(x.cpu(), y + 2) for x, y in zip(dints, ints))
 
 
+def test_foreach_copy_is_one_kernel_over_mixed_dtypes_and_keeps_copy_semantics(tmp_path):
+    """_foreach_copy_ (reduce-overhead's copy of a step's inputs into its graph): pairs of
+    one device, dtype (per pair: int32, int64, float32, bfloat16, bool here), sizes and
+    strides, dense, are one xxnpu::foreach_copy kernel with their bytes; anything else is
+    torch's copy_, pair by pair, with its conversions and errors."""
+    g = torch.Generator().manual_seed(4)
+    src = [torch.randint(-9, 9, (4,), generator=g, dtype=torch.int32), torch.randint(0, 99, (3, 5), generator=g),
+           torch.randn(70001, generator=g), torch.randn(6, 7, generator=g).t(),
+           torch.randn(5, generator=g).bfloat16(), torch.rand(8, generator=g) > 0.5, torch.empty(0)]
+    dsrc = [t.to("xxnpu") for t in src]
+    dst = [torch.empty_like(t) for t in dsrc]  # keeps the transposed one's strides
+    torch.xxnpu.synchronize()
+    kernels = _kernel_events(lambda: torch._foreach_copy_(dst, dsrc), tmp_path)
+    assert [k["name"] for k in kernels] == ["xxnpu::foreach_copy"], [k["name"] for k in kernels]
+    assert kernels[0]["args"]["bytes"] == 2 * sum(t.numel() * t.element_size() for t in src)
+    for d, s in zip(dst, src):
+        assert d.dtype == s.dtype and d.stride() == s.stride()
+        assert torch.equal(d.cpu(), s)
+    # Self-copies and a list whose dst is its src: nothing changes.
+    torch._foreach_copy_(dst, dst)
+    assert all(torch.equal(d.cpu(), s) for d, s in zip(dst, src))
+    # The slow route: a dtype conversion, a broadcast, a CPU source, different strides.
+    a = [torch.zeros(3, 4, device="xxnpu"), torch.zeros(2, 3, device="xxnpu"), torch.zeros(5, device="xxnpu"),
+         torch.zeros(4, 3, device="xxnpu").t()]
+    b = [torch.arange(12, dtype=torch.int64).view(3, 4).to("xxnpu"), torch.arange(3.0).to("xxnpu"),
+         torch.arange(5.0), torch.arange(12.0).view(3, 4).to("xxnpu")]
+    torch._foreach_copy_(a, b)
+    want = [torch.arange(12.0).view(3, 4), torch.arange(3.0).expand(2, 3), torch.arange(5.0),
+            torch.arange(12.0).view(3, 4)]
+    for x, w in zip(a, want):
+        assert torch.equal(x.cpu(), w)
+    # copy_'s errors: a source that does not broadcast; a destination partly overlapping its source.
+    with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+        torch._foreach_copy_([torch.zeros(3, device="xxnpu")], [torch.zeros(4, device="xxnpu")])
+    base = torch.arange(10.0).to("xxnpu")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch._foreach_copy_([base[1:6]], [base[0:5]])
+    with pytest.raises(RuntimeError, match="Tensor lists must have the same number of tensors"):
+        torch._foreach_copy_(dst, dsrc[:2])
+
+
 def test_foreach_errors_match_cpu():
     x = [torch.randn(3).to("xxnpu"), torch.randn(2).to("xxnpu")]
     c = [torch.randn(3), torch.randn(2)]
