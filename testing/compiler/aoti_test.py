@@ -108,6 +108,19 @@ def test_weights_in_the_so_are_refused_clearly():
         torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tempfile.mkdtemp(), "x.pt2"))
 
 
+def _package_and_load(model, x):
+    """`model` (moved to xxnpu) exported on x, packaged, loaded, its weights loaded as
+    xxnpu tensors."""
+    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
+    path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_"), f"{type(model).__name__}.pt2")
+    torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
+    compiled = torch._inductor.aoti_load_package(path)
+    weights = dict(model.state_dict())
+    compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
+                            user_managed=True)
+    return compiled
+
+
 class TinyConv(nn.Module):
     def __init__(self):
         super().__init__()
@@ -124,13 +137,7 @@ def test_convolution_package_runs_on_xxnpu_and_matches_cpu():
     # aoti_torch_xxnpu_convolution, which runs the xxnpu convolution.
     model = TinyConv()
     x = torch.randn(2, 3, 8, 8)
-    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
-    path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_conv_"), "tiny_conv.pt2")
-    torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
-    compiled = torch._inductor.aoti_load_package(path)
-    weights = dict(model.state_dict())
-    compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
-                            user_managed=True)
+    compiled = _package_and_load(model, x)
     torch_xxnpu.ops.reset_fallback_counts()
     out = compiled(x.to("xxnpu"))
     assert out.device == torch.device("xxnpu", 0)
@@ -161,13 +168,7 @@ def test_attention_package_runs_the_xxnpu_sdpa_and_matches_cpu():
     # runs the fused xxnpu kernel.
     model = TinyAttention()
     x = torch.randn(2, 16, 32)
-    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
-    path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_attn_"), "tiny_attention.pt2")
-    torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
-    compiled = torch._inductor.aoti_load_package(path)
-    weights = dict(model.state_dict())
-    compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
-                            user_managed=True)
+    compiled = _package_and_load(model, x)
     torch_xxnpu.ops.reset_fallback_counts()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         out = compiled(x.to("xxnpu"))

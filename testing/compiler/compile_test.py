@@ -344,21 +344,30 @@ class _LlamaBlock(nn.Module):
         return h + self.down(F.silu(gate) * up)
 
 
-def test_llama_block_forward_and_backward_match_cpu():
+def _llama_block_training(**options):
+    """A Llama block compiled with `options`, forward + backward against the CPU's eager
+    block (output, input and parameter gradients). Returns the profile of the backward."""
     torch.manual_seed(0)
     cpu = _LlamaBlock()
     dev = copy.deepcopy(cpu).to("xxnpu")
     x = torch.randn(2, 8, 32)
     xd = x.to("xxnpu").requires_grad_()
     x.requires_grad_()
-    out = torch.compile(dev)(xd)
-    out.square().mean().backward()
+    out = torch.compile(dev, options=options)(xd)
+    with profile(activities=ACTIVITIES) as prof:
+        out.square().mean().backward()
+        torch.xxnpu.synchronize()
     want = cpu(x)
     want.square().mean().backward()
     _close(out, want.detach())
     _close(xd.grad, x.grad)
     for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
         _close(q.grad, p.grad, msg=name)
+    return prof
+
+
+def test_llama_block_forward_and_backward_match_cpu():
+    _llama_block_training()
 
 
 def test_compiled_adamw_step_matches_cpu_eager():
@@ -707,23 +716,8 @@ def test_cpp_wrapper_llama_block_forward_and_backward_match_cpu():
     # Training under the C++ wrapper: the backward graph calls SDPA's backward through
     # aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable_backward.
     torch._dynamo.reset()
-    torch.manual_seed(0)
-    cpu = _LlamaBlock()
-    dev = copy.deepcopy(cpu).to("xxnpu")
-    x = torch.randn(2, 8, 32)
-    xd = x.to("xxnpu").requires_grad_()
-    x.requires_grad_()
-    out = torch.compile(dev, options={"cpp_wrapper": True})(xd)
-    with profile(activities=ACTIVITIES) as prof:
-        out.square().mean().backward()
-        torch.xxnpu.synchronize()
+    prof = _llama_block_training(cpp_wrapper=True)
     assert any(k.name.startswith("xxnpu::sdpa_flash_bwd") for k in _device_kernels(prof))
-    want = cpu(x)
-    want.square().mean().backward()
-    _close(out, want.detach())
-    _close(xd.grad, x.grad)
-    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
-        _close(q.grad, p.grad, msg=name)
 
 
 def test_cpp_wrapper_baddbmm_runs_through_the_xxnpu_shim():
