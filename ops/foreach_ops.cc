@@ -402,10 +402,14 @@ void ZeroForeach_(at::TensorList self) {
 constexpr int64_t kCopyChunkBytes = 256 * 1024;
 
 bool BytewiseCopyable(const at::Tensor& dst, const at::Tensor& src, c10::Device device) {
-  return dst.device() == device && src.device() == device && dst.scalar_type() == src.scalar_type() &&
-         dst.sizes() == src.sizes() && dst.strides() == src.strides() && dst.is_non_overlapping_and_dense() &&
-         dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg() && !dst.is_quantized() &&
-         (dst.is_same(src) || at::get_overlap_status(dst, src) == at::MemOverlapStatus::No);
+  if (!(dst.device() == device && src.device() == device && dst.scalar_type() == src.scalar_type() &&
+        dst.sizes() == src.sizes() && dst.strides() == src.strides() && dst.is_non_overlapping_and_dense() &&
+        dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg() && !dst.is_quantized())) {
+    return false;
+  }
+  // Full: the same bytes in the same layout, nothing to copy (skipped below).
+  const at::MemOverlapStatus overlap = at::get_overlap_status(dst, src);
+  return overlap == at::MemOverlapStatus::No || overlap == at::MemOverlapStatus::Full;
 }
 
 void CopyForeach_(at::TensorList self, at::TensorList src, bool non_blocking) {
@@ -423,7 +427,7 @@ void CopyForeach_(at::TensorList self, at::TensorList src, bool non_blocking) {
   uint64_t total = 0;
   for (size_t i = 0; i < self.size(); ++i) {
     const int64_t bytes = self[i].numel() * static_cast<int64_t>(self[i].element_size());
-    if (bytes == 0 || self[i].is_same(src[i])) continue;
+    if (bytes == 0 || self[i].const_data_ptr() == src[i].const_data_ptr()) continue;
     char* d = static_cast<char*>(DeviceView(self[i].data_ptr()));
     const char* s = static_cast<const char*>(DeviceView(src[i].const_data_ptr()));
     for (int64_t off = 0; off < bytes; off += kCopyChunkBytes) {

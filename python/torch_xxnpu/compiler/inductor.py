@@ -22,6 +22,7 @@ the same launcher from C++ (docs/compile.md, "cpp_wrapper=True and AOTInductor")
 """
 import contextlib
 import functools
+import re
 import textwrap
 from typing import Sequence
 
@@ -761,12 +762,10 @@ static inline AOTITorchError aoti_torch_xxnpu__scaled_dot_product_fused_attentio
 }
 """.replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
-# The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu.
-_XXNPU_SHIM_FUNCTIONS = frozenset({
-    "aoti_torch_xxnpu_mm_out", "aoti_torch_xxnpu_addmm_out", "aoti_torch_xxnpu_bmm_out", "aoti_torch_xxnpu_baddbmm_out",
-    "aoti_torch_xxnpu_convolution", "aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable",
-    "aoti_torch_xxnpu__scaled_dot_product_fused_attention_overrideable_backward",
-})
+# The shim functions _CPP_WRAPPER_PRELUDE defines for xxnpu (read from it, so that adding
+# one there is all it takes).
+_XXNPU_SHIM_FUNCTIONS = frozenset(re.findall(r"static inline AOTITorchError (aoti_torch_xxnpu_\w+)\(",
+                                             _CPP_WRAPPER_PRELUDE))
 
 
 def _cpp_string(text: str) -> str:
