@@ -30,6 +30,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/container/inlined_vector.h"
+#include "device/clock.h"
 
 namespace xxnpu {
 namespace {
@@ -192,6 +193,22 @@ ABSL_ATTRIBUTE_NOINLINE void EmitFirstRecord(const ActivityRecord& record) {
 
 // Drains every ring into `out` (or discards if null) and frees the rings of exited
 // threads, which hold nothing more after this drain.
+// Where ActivityCollect's conversion to Unix time starts: a pair read no later than the
+// oldest record it will convert (when tracing was turned on, or at the last drain,
+// whichever came last). Cold path: enable, collect, clear.
+std::mutex g_anchor_mu;
+TraceClockPair g_anchor = MeasureTraceClockPair();
+
+void SetConversionAnchor(TraceClockPair pair) {
+  std::lock_guard<std::mutex> lock(g_anchor_mu);
+  g_anchor = pair;
+}
+
+TraceClockPair ConversionAnchor() {
+  std::lock_guard<std::mutex> lock(g_anchor_mu);
+  return g_anchor;
+}
+
 size_t DrainAll(std::vector<ActivityRecord>* out) {
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> collect_lock(registry.collect_mu);
@@ -273,6 +290,8 @@ const char* ActivityKindName(ActivityKind kind) {
 void ActivityEnable(ActivityKind kind) {
   const int k = static_cast<int>(kind);
   if (k >= kNumKinds) return;
+  // Tracing starting: the conversion of what it records starts from here (cold path).
+  if (g_enabled_mask.load(std::memory_order_relaxed) == 0) SetConversionAnchor(MeasureTraceClockPair());
   g_enabled_mask.fetch_or(uint32_t{1} << k, std::memory_order_relaxed);
 }
 
@@ -298,9 +317,12 @@ void ActivitySetBufferRecords(size_t records) {
                        std::memory_order_relaxed);
 }
 
-size_t ActivityCollect(std::vector<ActivityRecord>* out) {
+size_t ActivityCollectTraceClock(std::vector<ActivityRecord>* out) {
   const size_t first = out->size();
   const size_t n = DrainAll(out);
+  // Every record in the rings was written after this moment's pair: the next collect
+  // converts from here.
+  SetConversionAnchor(MeasureTraceClockPair());
   // Stable: records with equal timestamps keep each thread's emission order (e.g. an
   // instant marker written right after the launch it annotates).
   std::stable_sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
@@ -310,12 +332,25 @@ size_t ActivityCollect(std::vector<ActivityRecord>* out) {
   return n;
 }
 
+size_t ActivityCollect(std::vector<ActivityRecord>* out) {
+  const size_t first = out->size();
+  const TraceClockToUnix to_unix(ConversionAnchor(), MeasureTraceClockPair());
+  const size_t n = ActivityCollectTraceClock(out);
+  for (auto it = out->begin() + static_cast<std::ptrdiff_t>(first); it != out->end(); ++it) {
+    const int64_t start = it->start_ns, end = it->end_ns;
+    it->start_ns = to_unix(start);
+    it->end_ns = end == start ? it->start_ns : to_unix(end);
+  }
+  return n;
+}
+
 uint64_t ActivityTakeDroppedCount() {
   return g_dropped.exchange(0, std::memory_order_relaxed);
 }
 
 void ActivityClear() {
   DrainAll(nullptr);
+  SetConversionAnchor(MeasureTraceClockPair());
   g_dropped.store(0, std::memory_order_relaxed);
 }
 

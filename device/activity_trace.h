@@ -11,8 +11,10 @@
 //   - enabled: the record is written into a buffer owned by the writing thread (a
 //     single-producer ring), no lock and no allocation after the thread's first record;
 //   - a full ring drops the record and counts it (DroppedRecords), never blocks.
-// Timestamps are Unix-epoch nanoseconds from CLOCK_REALTIME (device/clock.h), the clock
-// torch.profiler uses.
+// Timestamps are written in the trace clock (device/clock.h: TraceClockNow, the TSC on
+// x86-64, the counter torch.profiler stamps its own events with) and handed out either
+// converted to Unix-epoch nanoseconds (ActivityCollect) or as written
+// (ActivityCollectTraceClock, for a profiler that converts them with its own function).
 //
 // Torch-free: abseil only. Thread-safe.
 #ifndef TORCH_XXNPU_DEVICE_ACTIVITY_TRACE_H_
@@ -59,6 +61,8 @@ struct ActivityRecord {
   uint32_t graph_id = 0;
   // Name of the kernel / API call / marker: a string that outlives the process.
   const char* name = nullptr;
+  // Unix-epoch ns from ActivityCollect; trace-clock readings while in the rings and from
+  // ActivityCollectTraceClock (the names predate the trace clock).
   int64_t start_ns = 0;
   int64_t end_ns = 0;  // == start_ns for instant records (kMemory, marks)
   // Runtime-assigned, unique per API call; a device record carries the id of the API
@@ -120,7 +124,14 @@ void ActivitySetBufferRecords(size_t records);
 
 // Moves every record written so far (by all threads, including ones that have exited)
 // into `out` (appended), sorted by start_ns. Returns how many were appended.
+// Timestamps converted to Unix-epoch ns along the line through two clock pairs, one read
+// when tracing was turned on (or at the last collect / clear, whichever was later) and
+// one now: off by tens of nanoseconds at most against NowNs().
 size_t ActivityCollect(std::vector<ActivityRecord>* out);
+// The same, timestamps as written (trace clock). torch.profiler's Kineto plugin takes
+// these and converts them with the function torch converts its own events with, so both
+// sides of the trace agree to the tick.
+size_t ActivityCollectTraceClock(std::vector<ActivityRecord>* out);
 // Records dropped because a ring was full, since the last call (which resets it).
 uint64_t ActivityTakeDroppedCount();
 // Discards everything written so far and resets the dropped count.

@@ -77,7 +77,7 @@ TEST_F(ActivityTraceTest, DisabledKindsWriteNothing) {
     ActivityRecordEmit(MakeRecord(static_cast<ActivityKind>(k), k, k + 1));
   }
   std::vector<ActivityRecord> out;
-  EXPECT_EQ(ActivityCollect(&out), 0u);
+  EXPECT_EQ(ActivityCollectTraceClock(&out), 0u);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(ActivityTakeDroppedCount(), 0u);
 }
@@ -106,7 +106,7 @@ TEST_F(ActivityTraceTest, EnableAndDisablePerKind) {
   ActivityRecordEmit(MakeRecord(ActivityKind::kMemory, 5, 5));
 
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), 3u);
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 3u);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].kind, ActivityKind::kKernel);
   EXPECT_EQ(out[0].correlation_id, 1u);
@@ -120,7 +120,7 @@ TEST_F(ActivityTraceTest, EnableAndDisablePerKind) {
   EXPECT_FALSE(ActivityAnyEnabled());
   ActivityRecordEmit(MakeRecord(ActivityKind::kMemory, 6, 6));
   out.clear();
-  EXPECT_EQ(ActivityCollect(&out), 0u);
+  EXPECT_EQ(ActivityCollectTraceClock(&out), 0u);
 }
 
 TEST_F(ActivityTraceTest, RecordFieldsRoundTrip) {
@@ -142,7 +142,7 @@ TEST_F(ActivityTraceTest, RecordFieldsRoundTrip) {
   r.total_reserved = 22;
   ActivityRecordEmit(r);
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), 1u);
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 1u);
   EXPECT_EQ(std::memcmp(&out[0], &r, sizeof(r)), 0);
 }
 
@@ -152,7 +152,7 @@ TEST_F(ActivityTraceTest, CollectAppendsAndSortsOnlyTheNewRecords) {
   ActivityRecordEmit(MakeRecord(ActivityKind::kMarker, 30, 1));
   ActivityRecordEmit(MakeRecord(ActivityKind::kMarker, 10, 2));
   ActivityRecordEmit(MakeRecord(ActivityKind::kMarker, 20, 3));
-  ASSERT_EQ(ActivityCollect(&out), 3u);
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 3u);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0].correlation_id, 99u);  // untouched
   EXPECT_EQ(out[1].start_ns, 10);
@@ -166,7 +166,7 @@ TEST_F(ActivityTraceTest, EqualTimestampsKeepEmissionOrder) {
     ActivityRecordEmit(MakeRecord(ActivityKind::kRuntime, i % 2 == 0 ? 5 : 7, i));
   }
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), 1000u);
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 1000u);
   uint64_t last_id = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     if (i == 500) last_id = 0;  // the start_ns == 7 group begins
@@ -193,7 +193,7 @@ TEST_F(ActivityTraceTest, RecordsFromManyThreadsComeBackSortedWithoutLossOrDupli
   for (auto& t : threads) t.join();
 
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), size_t{kThreads * kPerThread});
+  ASSERT_EQ(ActivityCollectTraceClock(&out), size_t{kThreads * kPerThread});
   ASSERT_EQ(out.size(), size_t{kThreads * kPerThread});
   for (size_t i = 0; i < out.size(); ++i) {
     // Sorted, and each start_ns (== id) appears exactly once.
@@ -206,7 +206,7 @@ TEST_F(ActivityTraceTest, RecordsFromManyThreadsComeBackSortedWithoutLossOrDupli
   EXPECT_EQ(tids.size(), size_t{kThreads});
 
   out.clear();
-  EXPECT_EQ(ActivityCollect(&out), 0u) << "a second collect must not return records again";
+  EXPECT_EQ(ActivityCollectTraceClock(&out), 0u) << "a second collect must not return records again";
 }
 
 TEST_F(ActivityTraceTest, RecordsOfExitedThreadsAreCollected) {
@@ -220,7 +220,7 @@ TEST_F(ActivityTraceTest, RecordsOfExitedThreadsAreCollected) {
   });
   t.join();
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), 10u);
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 10u);
   for (uint64_t i = 0; i < 10; ++i) {
     EXPECT_EQ(out[i].correlation_id, i + 1);
     EXPECT_EQ(out[i].thread_id, tid);
@@ -241,7 +241,7 @@ TEST_F(ActivityTraceTest, FullRingDropsAndCountsExactlyTheOverflow) {
   EXPECT_EQ(ActivityTakeDroppedCount(), uint64_t{kEmitted - kCapacity});
   EXPECT_EQ(ActivityTakeDroppedCount(), 0u) << "taking resets the count";
   std::vector<ActivityRecord> out;
-  ASSERT_EQ(ActivityCollect(&out), size_t{kCapacity});
+  ASSERT_EQ(ActivityCollectTraceClock(&out), size_t{kCapacity});
   for (int i = 0; i < kCapacity; ++i) {
     EXPECT_EQ(out[i].correlation_id, static_cast<uint64_t>(i)) << "the oldest records are kept";
   }
@@ -259,7 +259,7 @@ TEST_F(ActivityTraceTest, RingIsReusableAfterCollectAcrossWrapAround) {
         ActivityRecordEmit(MakeRecord(ActivityKind::kKernel, static_cast<int64_t>(id), id));
       }
       out.clear();
-      ASSERT_EQ(ActivityCollect(&out), 50u);
+      ASSERT_EQ(ActivityCollectTraceClock(&out), 50u);
       for (int i = 0; i < 50; ++i) {
         ASSERT_EQ(out[i].correlation_id, id - 50 + static_cast<uint64_t>(i));
       }
@@ -291,11 +291,11 @@ TEST_F(ActivityTraceTest, CollectWhileOtherThreadsEmit) {
   size_t collected = 0;
   int collections = 0;
   while (running.load() > 0) {
-    collected += ActivityCollect(&all);
+    collected += ActivityCollectTraceClock(&all);
     ++collections;
   }
   for (auto& t : threads) t.join();
-  collected += ActivityCollect(&all);
+  collected += ActivityCollectTraceClock(&all);
   const uint64_t dropped = ActivityTakeDroppedCount();
 
   EXPECT_GT(collections, 0);
@@ -319,17 +319,17 @@ TEST_F(ActivityTraceTest, ClearDiscardsRecordsAndDropCount) {
   ActivityClear();
   EXPECT_EQ(ActivityTakeDroppedCount(), 0u);
   std::vector<ActivityRecord> out;
-  EXPECT_EQ(ActivityCollect(&out), 0u);
+  EXPECT_EQ(ActivityCollectTraceClock(&out), 0u);
   // Recording continues normally after a clear.
   ActivityRecordEmit(MakeRecord(ActivityKind::kMemset, 2, 2));
-  EXPECT_EQ(ActivityCollect(&out), 1u);
+  EXPECT_EQ(ActivityCollectTraceClock(&out), 1u);
 }
 
 TEST_F(ActivityTraceTest, RingsOfExitedThreadsAreFreedOnceDrained) {
   ActivitySetBufferRecords(256);
   ActivityEnable(ActivityKind::kRuntime);
   std::vector<ActivityRecord> out;
-  ActivityCollect(&out);  // frees rings left by earlier tests
+  ActivityCollectTraceClock(&out);  // frees rings left by earlier tests
   const size_t baseline = ActivityRegisteredRingCountForTesting();
   for (int cycle = 0; cycle < 200; ++cycle) {
     std::thread t([] {
@@ -339,7 +339,7 @@ TEST_F(ActivityTraceTest, RingsOfExitedThreadsAreFreedOnceDrained) {
     // Kept until drained, so its records are not lost...
     ASSERT_EQ(ActivityRegisteredRingCountForTesting(), baseline + 1);
     out.clear();
-    ASSERT_EQ(ActivityCollect(&out), 10u);
+    ASSERT_EQ(ActivityCollectTraceClock(&out), 10u);
     // ...then freed: the registry does not grow with the number of threads ever seen.
     ASSERT_EQ(ActivityRegisteredRingCountForTesting(), baseline);
   }
@@ -446,6 +446,36 @@ TEST_F(ActivityTraceTest, CorrelationIdsAreUniqueAndNonZeroAcrossThreads) {
     }
   }
   EXPECT_EQ(seen.size(), size_t{kThreads * kPerThread});
+}
+
+// Records are written in the trace clock; ActivityCollect hands them out in Unix ns (an
+// instant record keeps start == end), ActivityCollectTraceClock as written.
+TEST_F(ActivityTraceTest, CollectConvertsTheTraceClockToUnixNanoseconds) {
+  ActivityEnable(ActivityKind::kMarker);
+  const int64_t wall_before = NowNs();
+  const int64_t stamp = TraceClockNow();
+  const int64_t wall_after = NowNs();
+  ActivityRecord span = MakeRecord(ActivityKind::kMarker, stamp, 1);
+  span.end_ns = stamp + (TraceClockNow() - stamp) + 1;  // a later reading: end > start
+  ActivityRecordEmit(MakeRecord(ActivityKind::kMarker, stamp, 2));
+  ActivityRecordEmit(span);
+  std::vector<ActivityRecord> out;
+  ASSERT_EQ(ActivityCollect(&out), 2u);
+  constexpr int64_t kLineErrorNs = 1'000;  // pairs are good to ~10 ns; generous
+  for (const ActivityRecord& r : out) {
+    EXPECT_GE(r.start_ns, wall_before - kLineErrorNs);
+    EXPECT_LE(r.start_ns, wall_after + kLineErrorNs);
+  }
+  const ActivityRecord& instant = out[0].correlation_id == 2 ? out[0] : out[1];
+  const ActivityRecord& ranged = out[0].correlation_id == 1 ? out[0] : out[1];
+  EXPECT_EQ(instant.start_ns, instant.end_ns);
+  EXPECT_EQ(ranged.start_ns, instant.start_ns);
+  EXPECT_GE(ranged.end_ns, ranged.start_ns);
+
+  ActivityRecordEmit(MakeRecord(ActivityKind::kMarker, stamp, 3));
+  out.clear();
+  ASSERT_EQ(ActivityCollectTraceClock(&out), 1u);
+  EXPECT_EQ(out[0].start_ns, stamp);
 }
 
 TEST_F(ActivityTraceTest, CurrentThreadIdIsTheOsThreadId) {

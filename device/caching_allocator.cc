@@ -569,7 +569,7 @@ void CachingAllocator::EmitActivityLocked(bool alloc, uint64_t addr, int64_t byt
   record.kind = ActivityKind::kCachingAllocator;
   record.subkind = 1;  // the caching allocator (0 is the runtime's own malloc/free)
   record.name = alloc ? "xxnpu_caching_alloc" : "xxnpu_caching_free";
-  record.start_ns = record.end_ns = NowNs();
+  record.start_ns = record.end_ns = TraceClockNow();
   record.correlation_id = ActivityNextCorrelationId();
   ActivityCaptureExternalIds(&record);
   record.device = device_;

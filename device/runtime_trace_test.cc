@@ -29,6 +29,11 @@ class RuntimeTraceTest : public ::testing::Test {
     ActivityCollect(&out);
     return out;
   }
+  std::vector<ActivityRecord> CollectTraceClock() {
+    std::vector<ActivityRecord> out;
+    ActivityCollectTraceClock(&out);
+    return out;
+  }
   static const ActivityRecord* Find(const std::vector<ActivityRecord>& rs, ActivityKind kind, const char* name) {
     for (const auto& r : rs) {
       if (r.kind == kind && r.name != nullptr && std::string(r.name) == name) return &r;
@@ -46,7 +51,8 @@ TEST_F(RuntimeTraceTest, KernelIsLinkedToItsLaunchAndToTheExternalOp) {
   ASSERT_TRUE(xxnpuLaunchKernel(LaunchConfig{}, [](BlockRange) { return absl::OkStatus(); }, s).ok());
   ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
   (void)Collect();
-  const int64_t t0 = NowNs();
+  const TraceClockPair before = MeasureTraceClockPair();
+  const int64_t t0 = TraceClockNow();
   ActivityPushExternalCorrelationId(ExternalCorrelationKind::kDefault, 4242);
   LaunchConfig cfg;
   cfg.name = "trace_test_kernel";
@@ -61,8 +67,9 @@ TEST_F(RuntimeTraceTest, KernelIsLinkedToItsLaunchAndToTheExternalOp) {
   }, s).ok());
   EXPECT_EQ(ActivityPopExternalCorrelationId(ExternalCorrelationKind::kDefault), 4242u);
   ASSERT_TRUE(xxnpuStreamSynchronize(s).ok());
-  const int64_t t1 = NowNs();
-  auto rs = Collect();
+  const int64_t t1 = TraceClockNow();
+  const TraceClockToUnix to_ns(before, MeasureTraceClockPair());
+  auto rs = CollectTraceClock();  // as stamped: ordered against t0 and t1 exactly
 
   const ActivityRecord* k = Find(rs, ActivityKind::kKernel, "trace_test_kernel");
   const ActivityRecord* launch = Find(rs, ActivityKind::kRuntime, "xxnpuLaunchKernel");
@@ -81,10 +88,10 @@ TEST_F(RuntimeTraceTest, KernelIsLinkedToItsLaunchAndToTheExternalOp) {
   EXPECT_EQ(k->bytes, 1000);
   EXPECT_EQ(k->flops, 500u);
   EXPECT_STREQ(k->fused_nodes, "add, mul, relu");
-  // The profiler's clock, in order: launch starts, then the kernel runs for >= 2 ms.
+  // The trace clock, in order: launch starts, then the kernel runs for >= 2 ms.
   EXPECT_GE(launch->start_ns, t0);
   EXPECT_LE(launch->start_ns, k->start_ns);
-  EXPECT_GE(k->end_ns - k->start_ns, 2'000'000);
+  EXPECT_GE(to_ns(k->end_ns) - to_ns(k->start_ns), 2'000'000);
   EXPECT_LE(k->end_ns, t1);
   EXPECT_EQ(launch->thread_id, CurrentThreadId());
   EXPECT_NE(k->thread_id, CurrentThreadId());  // ran on a device thread
@@ -132,6 +139,30 @@ TEST_F(RuntimeTraceTest, CopiesSetsAndAllocations) {
   // Handed out in time order.
   EXPECT_TRUE(std::is_sorted(rs.begin(), rs.end(),
                              [](const ActivityRecord& a, const ActivityRecord& b) { return a.start_ns < b.start_ns; }));
+}
+
+// ActivityCollect hands out Unix-epoch ns (a C++ program embedding the runtime sees wall
+// times), within the fitted line's error of NowNs() readings around the call.
+TEST_F(RuntimeTraceTest, CollectConvertsToUnixNanoseconds) {
+  const int64_t t0 = NowNs();
+  LaunchConfig cfg;
+  cfg.name = "wall_clock_kernel";
+  ASSERT_TRUE(xxnpuLaunchKernel(cfg, [](BlockRange) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return absl::OkStatus();
+  }, nullptr).ok());
+  ASSERT_TRUE(xxnpuStreamSynchronize(nullptr).ok());
+  const int64_t t1 = NowNs();
+  auto rs = Collect();
+  const ActivityRecord* launch = Find(rs, ActivityKind::kRuntime, "xxnpuLaunchKernel");
+  const ActivityRecord* k = Find(rs, ActivityKind::kKernel, "wall_clock_kernel");
+  ASSERT_NE(launch, nullptr);
+  ASSERT_NE(k, nullptr);
+  constexpr int64_t kLineErrorNs = 1'000;  // pairs are good to ~10 ns; generous
+  EXPECT_GE(launch->start_ns, t0 - kLineErrorNs);
+  EXPECT_LE(k->end_ns, t1 + kLineErrorNs);
+  EXPECT_GE(k->end_ns - k->start_ns, 3'000'000 - kLineErrorNs);
+  EXPECT_LE(k->end_ns - k->start_ns, t1 - t0 + kLineErrorNs);
 }
 
 TEST_F(RuntimeTraceTest, DisabledKindsRecordNothing) {

@@ -96,11 +96,12 @@ void DebugAccessKernelMeta(const at::Tensor&, int64_t, bool) {}
 
 // Debugging aid for measuring the profiler against the truth (testing/profiler/
 // accuracy_test.py): queues a kernel "xxnpu::debug_timed" on stamps' device (current
-// stream) that spins for spin_ns and writes three NowNs() stamps into stamps[0..2]:
+// stream) that spins for spin_ns and writes three trace-clock stamps into stamps[0..2]:
 // the host's time just before the launch call, and the body's own start and end. The
 // body's stamps are what the kernel observes running, independent of the runtime's
-// activity record that the profiler converts; NowNs is the clock of those records
-// (CLOCK_REALTIME, device/clock.h), so the two are directly comparable.
+// activity record that the profiler converts; they are read from the records' own clock
+// (device/clock.h: TraceClockNow), so torch_xxnpu._C._trace_clock_to_unix_ns converts
+// them exactly as the last capture converted its records.
 void DebugTimedKernel(const at::Tensor& stamps, int64_t spin_ns) {
   TORCH_CHECK(stamps.device().type() == c10::DeviceType::PrivateUse1,
               "xxnpu::_debug_timed_kernel expects an xxnpu tensor, got one on ", stamps.device());
@@ -115,18 +116,20 @@ void DebugTimedKernel(const at::Tensor& stamps, int64_t spin_ns) {
   int64_t* out = stamps.data_ptr<int64_t>();
   const xxnpuStream_t stream = CurrentXxnpuStreamHandle(stamps.device().index());
   // Taken last before the call, so the launch-to-start truth includes no work of ours.
-  const int64_t launch_ns = NowNs();
+  const int64_t launch_ticks = TraceClockNow();
   CheckOk(xxnpuLaunchKernel(
               config,
-              [out, launch_ns, spin_ns](BlockRange) {
+              [out, launch_ticks, spin_ns](BlockRange) {
                 // The clock is read first and last; finding the stamps and the first store
                 // (which brings their cache line in) happen inside the spin, so the body
                 // does as little as possible outside [start, end].
-                const int64_t start = NowNs();
+                const int64_t start = TraceClockNow();
+                const int64_t start_ns = NowNs();  // the spin's length is in ns
                 int64_t* v = DeviceView(out);
-                v[0] = launch_ns;
-                int64_t end = NowNs();
-                while (end - start < spin_ns) end = NowNs();
+                v[0] = launch_ticks;
+                while (NowNs() - start_ns < spin_ns) {
+                }
+                const int64_t end = TraceClockNow();
                 v[1] = start;
                 v[2] = end;
                 return absl::OkStatus();

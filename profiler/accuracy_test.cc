@@ -2,9 +2,11 @@
 // what the kernels themselves observe: the C++ half of testing/profiler/accuracy_test.py
 // (which measures the whole path through torch's trace and key_averages).
 //
-// A kernel body here writes its own NowNs() stamps (the records' clock) into host memory:
-// the simulator runs bodies in this process, as a real chip's kernel could write a mapped
-// host buffer. Those stamps are the truth; the records are what the profiler shows.
+// A kernel body here writes its own stamps into host memory, read from the records' clock
+// (TraceClockNow): the simulator runs bodies in this process, as a real chip's kernel could
+// write a mapped host buffer. Those stamps are the truth; the records are what the profiler
+// shows. Both are converted to ns by one monotonic function, as the plugin converts a
+// capture, so every order below holds in ns exactly when it holds in ticks.
 //
 // What must hold exactly, being causal order on one clock:
 //   record start <= body start <= body end <= record end                  (kernels)
@@ -52,11 +54,12 @@ void LaunchTimed(xxnpuStream_t stream, uint64_t index, int64_t spin_ns, Stamps* 
   ASSERT_TRUE(xxnpuLaunchKernel(
                   cfg,
                   [out, spin_ns](BlockRange) {
-                    const int64_t start = NowNs();
-                    int64_t end = start;
-                    while (end - start < spin_ns) end = NowNs();
+                    const int64_t start = TraceClockNow();
+                    const int64_t start_ns = NowNs();
+                    while (NowNs() - start_ns < spin_ns) {
+                    }
                     out->start = start;
-                    out->end = end;
+                    out->end = TraceClockNow();
                     return absl::OkStatus();
                   },
                   stream)
@@ -108,7 +111,7 @@ TEST(ProfilerAccuracyTest, RecordsBracketWhatKernelsObserveAndConversionKeepsEve
                                            ActivityKind::kSynchronization};
   ActivityClear();
   for (ActivityKind k : kinds) ActivityEnable(k);
-  const int64_t window_start = NowNs();
+  const TraceClockPair window_start_clock = MeasureTraceClockPair();
 
   // Timed kernels of 20-200 us on both devices' default streams; every fifth pair has a
   // device-to-device copy between its two kernels.
@@ -162,11 +165,23 @@ TEST(ProfilerAccuracyTest, RecordsBracketWhatKernelsObserveAndConversionKeepsEve
   ASSERT_TRUE(xxnpuStreamSynchronize(side[0]).ok());
   ASSERT_TRUE(xxnpuStreamSynchronize(side[1]).ok());
 
-  const int64_t window_end = NowNs();
   for (ActivityKind k : kinds) ActivityDisable(k);
+  const TraceClockPair window_end_clock = MeasureTraceClockPair();
   std::vector<ActivityRecord> records;
-  ActivityCollect(&records);
+  ActivityCollectTraceClock(&records);
   EXPECT_EQ(ActivityTakeDroppedCount(), 0u);
+  // Records and stamps to ns through one line, as the plugin converts a capture.
+  const TraceClockToUnix to_ns(window_start_clock, window_end_clock);
+  for (ActivityRecord& r : records) {
+    r.start_ns = to_ns(r.start_ns);
+    r.end_ns = to_ns(r.end_ns);
+  }
+  for (Stamps& s : stamps) {
+    if (s.start == 0) continue;  // slot 0 and kernels that did not run (checked below)
+    s.start = to_ns(s.start);
+    s.end = to_ns(s.end);
+  }
+  const int64_t window_start = to_ns(window_start_clock.ticks), window_end = to_ns(window_end_clock.ticks);
 
   // ---- records against the bodies
   std::map<uint64_t, const ActivityRecord*> kernel;  // by index

@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "device/clock.h"
 #include "device/runtime.h"
+#include "profiler/capture_clock.h"
 #include "profiler/markers.h"
 
 namespace xxnpu::profiler {
@@ -79,18 +81,19 @@ void XxnpuActivityProfilerSession::start() {
     ActivityEnable(kind);
     enabled_by_us_.push_back(kind);
   }
-  start_ns_ = NowNs();
+  start_clock_ = MeasureTraceClockPair();
   started_ = true;
   status_ = libkineto::TraceStatus::RECORDING;
 }
 
 void XxnpuActivityProfilerSession::stop() {
   if (!started_ || stopped_) return;
-  stop_ns_ = NowNs();
   for (ActivityKind kind : enabled_by_us_) ActivityDisable(kind);
+  stop_clock_ = MeasureTraceClockPair();
   stopped_ = true;
   records_.clear();
-  ActivityCollect(&records_);
+  // As stamped: converted in processTrace, once torch has built its own converter.
+  ActivityCollectTraceClock(&records_);
   dropped_ = ActivityTakeDroppedCount();
   status_ = libkineto::TraceStatus::PROCESSING;
   if (dropped_ > 0) {
@@ -113,9 +116,19 @@ void XxnpuActivityProfilerSession::processTrace(libkineto::ActivityLogger& logge
                                                 libkineto::getLinkedActivityCallback getLinkedActivity,
                                                 int64_t startTime, int64_t endTime) {
   if (!stopped_) stop();
+  // Onto the trace's clock: torch's own conversion when it is there (capture_clock.h).
+  CaptureClock clock = ChooseCaptureClock(start_clock_, stop_clock_);
+  for (ActivityRecord& r : records_) {
+    const int64_t start = r.start_ns, end = r.end_ns;
+    r.start_ns = clock.to_unix_ns(start);
+    r.end_ns = end == start ? r.start_ns : clock.to_unix_ns(end);
+  }
+  clock_source_ = clock.source;
+  SetLastCaptureClock(std::move(clock));
+
   ConversionOptions options = options_;
-  options.window_start_ns = startTime > 0 ? startTime : start_ns_;
-  options.window_end_ns = endTime > 0 ? endTime : stop_ns_;
+  options.window_start_ns = startTime > 0 ? startTime : start_clock_.unix_ns;
+  options.window_end_ns = endTime > 0 ? endTime : stop_clock_.unix_ns;
 
   buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
   buffer_->span = libkineto::TraceSpan(options.window_start_ns, options.window_end_ns, "xxnpu");

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "device/activity_trace.h"
+#include "device/clock.h"
 #include "profiler/record_conversion.h"
 
 namespace xxnpu::profiler {
@@ -61,6 +62,9 @@ class XxnpuActivityProfilerSession : public libkineto::IActivityProfilerSession 
 
   // What the last processTrace produced (tests, diagnostics).
   const ConversionResult& last_conversion() const { return conversion_; }
+  // Which conversion the last processTrace put the records' timestamps through
+  // (profiler/capture_clock.h): "torch.profiler" or "fitted".
+  const std::string& clock_source() const { return clock_source_; }
 
  private:
   std::vector<ActivityKind> KindsFor() const;
@@ -69,8 +73,11 @@ class XxnpuActivityProfilerSession : public libkineto::IActivityProfilerSession 
   std::vector<ActivityKind> enabled_by_us_;
   bool started_ = false;
   bool stopped_ = false;
-  int64_t start_ns_ = 0;
-  int64_t stop_ns_ = 0;
+  // Both clocks read at start() and stop(): the capture's window, and the anchors of its
+  // records' conversion from the trace clock.
+  TraceClockPair start_clock_;
+  TraceClockPair stop_clock_;
+  std::string clock_source_;
   std::vector<ActivityRecord> records_;
   uint64_t dropped_ = 0;
   std::vector<std::string> errors_;

@@ -108,6 +108,9 @@ TEST(XxnpuActivityProfilerTest, SessionTurnsLaunchesIntoLinkedKernelsWithFlows) 
       logger, [&](int32_t id) -> const ITraceActivity* { return id == 41 ? &op : nullptr; }, window_start,
       window_end);
   EXPECT_TRUE(session->errors().empty());
+  // No torch.profiler here: Kineto's converter is its identity default, refused for the
+  // fitted line (profiler/capture_clock.h), which the window checks below hold to.
+  EXPECT_EQ(static_cast<XxnpuActivityProfilerSession*>(session.get())->clock_source(), "fitted");
 
   std::map<std::string, const ITraceActivity*> by_name;
   for (const ITraceActivity* a : logger.activities) {

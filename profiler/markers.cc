@@ -80,7 +80,7 @@ void Emit(const char* name, int64_t start, int64_t end, uint8_t subkind) {
 }  // namespace
 
 int MarkerRangePush(std::string_view name) {
-  t_ranges.push_back({std::string(name), NowNs()});
+  t_ranges.push_back({std::string(name), TraceClockNow()});
   return static_cast<int>(t_ranges.size()) - 1;
 }
 
@@ -88,13 +88,13 @@ int MarkerRangePop() {
   if (t_ranges.empty()) return -1;
   OpenRange r = std::move(t_ranges.back());
   t_ranges.pop_back();
-  if (ActivityEnabled(ActivityKind::kMarker)) Emit(Intern(r.name), r.start_ns, NowNs(), 0);
+  if (ActivityEnabled(ActivityKind::kMarker)) Emit(Intern(r.name), r.start_ns, TraceClockNow(), 0);
   return static_cast<int>(t_ranges.size());
 }
 
 void MarkerMark(std::string_view name) {
   if (!ActivityEnabled(ActivityKind::kMarker)) return;
-  const int64_t now = NowNs();
+  const int64_t now = TraceClockNow();
   Emit(Intern(name), now, now, 1);
 }
 

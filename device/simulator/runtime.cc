@@ -325,7 +325,7 @@ class ApiCall {
       ActivityCaptureExternalIds(&ids);
       external_id_[0] = ids.external_id[0];
       external_id_[1] = ids.external_id[1];
-      start_ns_ = NowNs();
+      start_ns_ = TraceClockNow();
     }
   }
   [[gnu::noinline]] void Emit() const {
@@ -333,7 +333,7 @@ class ApiCall {
     r.kind = ActivityKind::kRuntime;
     r.name = name_;
     r.start_ns = start_ns_;
-    r.end_ns = NowNs();
+    r.end_ns = TraceClockNow();
     r.correlation_id = correlation_id_;
     r.external_id[0] = external_id_[0];
     r.external_id[1] = external_id_[1];
@@ -380,7 +380,7 @@ class HostWait {
  public:
   HostWait(SyncKind kind, const char* name, int device, int stream)
       : kind_(kind), name_(name), device_(device), stream_(stream),
-        on_(ActivityEnabled(ActivityKind::kSynchronization)), start_ns_(on_ ? NowNs() : 0) {}
+        on_(ActivityEnabled(ActivityKind::kSynchronization)), start_ns_(on_ ? TraceClockNow() : 0) {}
   ~HostWait() {
     if (!on_) return;
     ActivityRecord r;
@@ -388,7 +388,7 @@ class HostWait {
     r.subkind = static_cast<uint8_t>(kind_);
     r.name = name_;
     r.start_ns = start_ns_;
-    r.end_ns = NowNs();
+    r.end_ns = TraceClockNow();
     r.device = device_;
     r.stream = stream_;
     r.thread_id = CurrentThreadId();
@@ -411,7 +411,7 @@ void EmitMemoryRecord(const char* name, int device, const void* ptr, int64_t byt
   r.kind = ActivityKind::kMemory;
   r.subkind = 0;
   r.name = name;
-  r.start_ns = r.end_ns = NowNs();
+  r.start_ns = r.end_ns = TraceClockNow();
   r.device = device;
   r.thread_id = CurrentThreadId();
   r.address = reinterpret_cast<uint64_t>(ptr);

@@ -388,7 +388,7 @@ thread_local const RunningKernel* running_kernel = nullptr;
 // path's code (and cost per kernel) stays what it was before graphs shared it.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const LaunchConfig& config,
                               absl::FunctionRef<absl::Status(BlockRange)> body, const RecordSource& src) {
-  const int64_t start = NowNs();
+  const int64_t start = TraceClockNow();
   const bool parallel = config.bytes + config.flops >= config.parallel_threshold;
   const int64_t blocks = static_cast<int64_t>(config.grid.count());
   const RunningKernel running{s.pool, s.priority, parallel};
@@ -402,7 +402,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RunKernel(StreamImpl& s, const 
       if (std::string bad = check(s.device); !bad.empty()) st = absl::InternalError(bad);
     }
   }
-  const int64_t end = NowNs();
+  const int64_t end = TraceClockNow();
   if (src.cmd.correlation_id != 0 && ActivityEnabled(ActivityKind::kKernel)) {
     ActivityRecord r;
     r.kind = ActivityKind::kKernel;
@@ -479,7 +479,7 @@ void CopyOrSetBytes(StreamImpl& s, bool is_copy, char* dst, const char* src, siz
 
 void RunCopyOrSet(StreamImpl& s, bool is_copy, void* dst, const void* src_ptr, size_t bytes, MemcpyKind copy_kind,
                   int value, const RecordSource& src) {
-  const int64_t start = NowNs();
+  const int64_t start = TraceClockNow();
   // Views of each range's first byte: a range lies in one allocation, which the view maps whole.
   CopyOrSetBytes(s, is_copy, static_cast<char*>(DeviceView(dst)),
                  is_copy ? static_cast<const char*>(DeviceView(src_ptr)) : nullptr, bytes, value);
@@ -490,7 +490,7 @@ void RunCopyOrSet(StreamImpl& s, bool is_copy, void* dst, const void* src_ptr, s
     r.subkind = is_copy ? static_cast<uint8_t>(copy_kind) : 0;
     r.name = is_copy ? MemcpyKindName(copy_kind) : "Memset (Device)";
     r.start_ns = start;
-    r.end_ns = NowNs();
+    r.end_ns = TraceClockNow();
     FillDeviceRecord(src, s, &r);
     r.bytes = static_cast<int64_t>(bytes);
     ActivityRecordEmit(r);
@@ -521,7 +521,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
     }
     case Command::Type::kWaitEvent: {
       if (skip) return;
-      const int64_t start = NowNs();
+      const int64_t start = TraceClockNow();
       bool waited;
       {
         std::lock_guard<std::mutex> lock(cmd.event->mu);
@@ -535,7 +535,7 @@ void StreamImpl::Execute(Command& cmd, bool skip, absl::Status* failure) {
         r.subkind = static_cast<uint8_t>(SyncKind::kStreamWaitEvent);
         r.name = "xxnpuStreamWaitEvent";
         r.start_ns = start;
-        r.end_ns = NowNs();
+        r.end_ns = TraceClockNow();
         FillDeviceRecord(RecordSource{cmd}, *this, &r);
         r.wait_stream = cmd.wait_stream;
         r.wait_correlation_id = cmd.wait_correlation_id;

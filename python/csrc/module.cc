@@ -20,7 +20,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_build_info") = build;
 
   m.def("_now_ns", &xxnpu::NowNs,
-        "Device-runtime clock: Unix-epoch nanoseconds, the profiler's clock.");
+        "Device-runtime wall clock: Unix-epoch nanoseconds (CLOCK_REALTIME).");
 
   xxnpu::InitDeviceBindings(m);
   xxnpu::InitGraphBindings(m);
