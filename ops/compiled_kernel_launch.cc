@@ -121,6 +121,12 @@ at::Tensor& T(ShimTensor handle) {
   return *torch::aot_inductor::tensor_handle_to_tensor_pointer(static_cast<AtenTensorHandle>(handle));
 }
 
+// A tensor argument passed as a pointer to a handle: null, or pointing to null, is none.
+std::optional<at::Tensor> OptionalTensor(ShimTensor* handle) {
+  if (handle == nullptr || *handle == nullptr) return std::nullopt;
+  return T(*handle);
+}
+
 int32_t MmOut(ShimTensor out, ShimTensor self, ShimTensor mat2) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::mm_out(T(out), T(self), T(mat2)); });
 }
@@ -138,9 +144,7 @@ int32_t Convolution(ShimTensor input, ShimTensor weight, ShimTensor* bias, const
                     int32_t transposed, const int64_t* output_padding, int64_t output_padding_len, int64_t groups,
                     ShimTensor* ret0) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    std::optional<at::Tensor> b;
-    if (bias != nullptr && *bias != nullptr) b = T(*bias);
-    at::Tensor out = at::convolution(T(input), T(weight), b, at::IntArrayRef(stride, stride_len),
+    at::Tensor out = at::convolution(T(input), T(weight), OptionalTensor(bias), at::IntArrayRef(stride, stride_len),
                                      at::IntArrayRef(padding, padding_len), at::IntArrayRef(dilation, dilation_len),
                                      transposed != 0, at::IntArrayRef(output_padding, output_padding_len), groups);
     *ret0 = torch::aot_inductor::new_tensor_handle(std::move(out));
@@ -171,10 +175,8 @@ int32_t SdpaOverrideable(ShimTensor query, ShimTensor key, ShimTensor value, Shi
                          ShimTensor* ret1, ShimTensor* ret2, ShimTensor* ret3, int64_t* ret4, int64_t* ret5,
                          ShimTensor* ret6, ShimTensor* ret7, ShimTensor* ret8) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    std::optional<at::Tensor> bias;
-    if (attn_bias != nullptr && *attn_bias != nullptr) bias = T(*attn_bias);
     auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, mask] = at::_scaled_dot_product_fused_attention_overrideable(
-        T(query), T(key), T(value), bias, dropout_p, is_causal != 0, return_debug_mask != 0,
+        T(query), T(key), T(value), OptionalTensor(attn_bias), dropout_p, is_causal != 0, return_debug_mask != 0,
         scale != nullptr ? std::optional<double>(*scale) : std::nullopt);
     SetResult(ret0, std::move(out));
     SetResult(ret1, std::move(lse));
@@ -211,9 +213,28 @@ int32_t SdpaOverrideableBackward(ShimTensor grad_out, ShimTensor query, ShimTens
   });
 }
 
+int32_t IntMmOut(ShimTensor out, ShimTensor self, ShimTensor mat2) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::_int_mm_out(T(out), T(self), T(mat2)); });
+}
+
+int32_t WeightInt8packMm(ShimTensor self, ShimTensor mat2, ShimTensor scales, ShimTensor* ret0) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ SetResult(ret0, at::_weight_int8pack_mm(T(self), T(mat2), T(scales))); });
+}
+
+int32_t ScaledMmOut(ShimTensor out, ShimTensor self, ShimTensor mat2, ShimTensor scale_a, ShimTensor scale_b,
+                    ShimTensor* bias, ShimTensor* scale_result, int32_t* out_dtype, int32_t use_fast_accum) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    std::optional<at::ScalarType> dtype;
+    if (out_dtype != nullptr) dtype = static_cast<at::ScalarType>(*out_dtype);
+    at::_scaled_mm_out(T(out), T(self), T(mat2), T(scale_a), T(scale_b), OptionalTensor(bias),
+                       OptionalTensor(scale_result), dtype, use_fast_accum != 0);
+  });
+}
+
 constexpr CompiledKernelApi kApi{
     kCompiledLaunchAbi, sizeof(CompiledKernelApi), &LaunchCompiledKernel, &InternKernelName, &MmOut, &AddmmOut,
-    &BmmOut, &Convolution, &BaddbmmOut, &SdpaOverrideable, &SdpaOverrideableBackward,
+    &BmmOut, &Convolution, &BaddbmmOut, &SdpaOverrideable, &SdpaOverrideableBackward, &IntMmOut,
+    &WeightInt8packMm, &ScaledMmOut,
 };
 
 // An integer-returning op is what aoti_torch_call_dispatcher can hand back to generated C++

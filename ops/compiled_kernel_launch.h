@@ -85,6 +85,12 @@ struct CompiledKernelApi {
                                         double dropout_p, int32_t is_causal, ShimTensor philox_seed,
                                         ShimTensor philox_offset, double* scale, ShimTensor* ret0, ShimTensor* ret1,
                                         ShimTensor* ret2, ShimTensor* ret3);
+  // The int8 and float8 matmuls (torch._int_mm, _weight_int8pack_mm, _scaled_mm), with
+  // torch's shim signatures: `bias`, `scale_result` and `out_dtype` may be null (none).
+  int32_t (*int_mm_out)(ShimTensor out, ShimTensor self, ShimTensor mat2);
+  int32_t (*weight_int8pack_mm)(ShimTensor self, ShimTensor mat2, ShimTensor scales, ShimTensor* ret0);
+  int32_t (*scaled_mm_out)(ShimTensor out, ShimTensor self, ShimTensor mat2, ShimTensor scale_a, ShimTensor scale_b,
+                           ShimTensor* bias, ShimTensor* scale_result, int32_t* out_dtype, int32_t use_fast_accum);
 };
 
 // Enqueues the kernel on the current stream of the device its pointer arguments live on.

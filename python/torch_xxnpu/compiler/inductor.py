@@ -637,6 +637,10 @@ struct Api {
                                           AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, int64_t, int64_t,
                                           double, int32_t, AtenTensorHandle, AtenTensorHandle, double*,
                                           AtenTensorHandle*, AtenTensorHandle*, AtenTensorHandle*, AtenTensorHandle*);
+    int32_t (*int_mm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle);
+    int32_t (*weight_int8pack_mm)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle*);
+    int32_t (*scaled_mm_out)(AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle, AtenTensorHandle,
+                             AtenTensorHandle*, AtenTensorHandle*, int32_t*, int32_t);
 };
 
 inline const Api& api() {
@@ -759,6 +763,21 @@ static inline AOTITorchError aoti_torch_xxnpu__scaled_dot_product_fused_attentio
     return xxnpu_compiled::api().sdpa_overrideable_backward(
         grad_out, query, key, value, attn_bias, grad_input_mask, grad_input_mask_len_, out, logsumexp, cum_seq_q,
         cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale, ret0, ret1, ret2, ret3);
+}
+static inline AOTITorchError aoti_torch_xxnpu__int_mm_out(AtenTensorHandle out, AtenTensorHandle self,
+                                                          AtenTensorHandle mat2) {
+    return xxnpu_compiled::api().int_mm_out(out, self, mat2);
+}
+static inline AOTITorchError aoti_torch_xxnpu__weight_int8pack_mm(AtenTensorHandle self, AtenTensorHandle mat2,
+                                                                  AtenTensorHandle scales, AtenTensorHandle* ret0) {
+    return xxnpu_compiled::api().weight_int8pack_mm(self, mat2, scales, ret0);
+}
+static inline AOTITorchError aoti_torch_xxnpu__scaled_mm_out(
+        AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2, AtenTensorHandle scale_a,
+        AtenTensorHandle scale_b, AtenTensorHandle* bias, AtenTensorHandle* scale_result, int32_t* out_dtype,
+        int32_t use_fast_accum) {
+    return xxnpu_compiled::api().scaled_mm_out(out, self, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                                               use_fast_accum);
 }
 """.replace("%LAUNCH_FIELDS%", _LAUNCH_FIELDS).replace("%ABI%", str(_LAUNCH_ABI))
 
