@@ -108,14 +108,15 @@ def test_weights_in_the_so_are_refused_clearly():
         torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tempfile.mkdtemp(), "x.pt2"))
 
 
-def _package_and_load(model, x):
-    """`model` (moved to xxnpu) exported on x, packaged, loaded, its weights loaded as
-    xxnpu tensors."""
-    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),))
+def _package_and_load(model, x, dynamic_shapes=None, device_index=-1):
+    """`model` (moved to xxnpu) exported on x, packaged, loaded (for xxnpu:`device_index`,
+    or the current device), its weights loaded as xxnpu tensors on that device."""
+    ep = torch.export.export(model.to("xxnpu"), (x.to("xxnpu"),), dynamic_shapes=dynamic_shapes)
     path = os.path.join(tempfile.mkdtemp(prefix="xxnpu_aoti_"), f"{type(model).__name__}.pt2")
     torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=NO_CONSTANTS_IN_SO)
-    compiled = torch._inductor.aoti_load_package(path)
-    weights = dict(model.state_dict())
+    compiled = torch._inductor.aoti_load_package(path, device_index=device_index)
+    device = torch.device("xxnpu", device_index) if device_index >= 0 else torch.device("xxnpu")
+    weights = {k: v.to(device) for k, v in model.state_dict().items()}
     compiled.load_constants({k: weights[k] for k in compiled.get_constant_fqns()}, check_full_update=True,
                             user_managed=True)
     return compiled
@@ -207,3 +208,32 @@ def test_int8_weight_only_package_runs_on_xxnpu_and_matches_cpu():
     assert out.device == torch.device("xxnpu", 0)
     torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
     assert torch_xxnpu.ops.fallback_counts() == {"aten::_weight_int8pack_mm": 1}
+
+
+def test_dynamic_batch_package_runs_every_batch_size():
+    # One package exported with a dynamic batch dimension serves every batch in its range:
+    # its generated kernels take the sizes as arguments.
+    model = TinyMlp()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    compiled = _package_and_load(model, _input(), dynamic_shapes={"x": {0: batch}})
+    cpu_model = TinyMlp()  # the same seeded weights, on the CPU
+    for b in (1, 3, 17, 64):
+        x = torch.randn(b, *_input().shape[1:])
+        out = compiled(x.to("xxnpu"))
+        assert out.shape[0] == b
+        torch.testing.assert_close(out.cpu(), cpu_model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_package_loaded_for_the_second_device_runs_there():
+    # aoti_load_package(device_index=1): the package compiled on xxnpu:0 runs on xxnpu:1,
+    # every kernel on that device's rows, none on xxnpu:0.
+    model = TinyMlp()
+    x = _input()
+    compiled = _package_and_load(model, x, device_index=1)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        out = compiled(x.to("xxnpu:1"))
+        torch.xxnpu.synchronize(1)
+    assert out.device == torch.device("xxnpu", 1)
+    torch.testing.assert_close(out.cpu(), TinyMlp()(x), rtol=1e-4, atol=1e-5)
+    devices = {e.device_index for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1}
+    assert devices == {1}, devices
