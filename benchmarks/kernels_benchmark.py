@@ -179,6 +179,24 @@ def sort_case(k=None):
     return make
 
 
+def int8_weight_case(rows):
+    """torch._weight_int8pack_mm, the int8 weight-only linear: `rows` rows of activations
+    (4: a decode step; 64: a short prefill) against an int8 weight of n elements, K = 1024
+    (a multiple of the CPU kernel's vector: its bfloat16 path reads past other K)."""
+
+    def make(n, dtype, device):
+        k = 1024
+        out_features = max(1, n // k)
+        g = torch.Generator().manual_seed(5)
+        a = torch.randn(rows, k, generator=g).to(dtype)
+        w = torch.randint(-128, 128, (out_features, k), dtype=torch.int8, generator=g)
+        scales = (torch.rand(out_features, generator=g) / 16).to(dtype)
+        a, w, scales = on(device, a, w, scales)
+        return lambda: torch._weight_int8pack_mm(a, w, scales)
+
+    return make
+
+
 def llm_case(kind):
     def make(n, dtype, device):
         r, c = rows_cols(n, 4096)
@@ -263,6 +281,11 @@ def cases() -> List[Case]:
     for kind, traffic in [("rms_norm", 2), ("fused_add_rms_norm", 4), ("silu_and_mul", 1.5),
                           ("rotary_embedding", 4)]:
         c.append(Case("llm", kind, llm_case(kind), traffic))
+    # The main input is the int8 weight, n elements: its bytes are 1/4 (float32) or 1/2
+    # (bfloat16) of the size column's; traffic is stated for float32.
+    for rows in (4, 64):
+        c.append(Case("quantized", f"_weight_int8pack_mm M={rows}", int8_weight_case(rows), 0.25,
+                      bandwidth_bound=False))
     # Adam keeps 2 states: reads param, grad, m, v and writes param, m, v (7x the params).
     c.append(Case("optimizer", "SGD momentum", optimizer_case(torch.optim.SGD, momentum=0.9), 5, dtypes=("float32",)))
     c.append(Case("optimizer", "Adam", optimizer_case(torch.optim.Adam), 7, dtypes=("float32",)))

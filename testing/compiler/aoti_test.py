@@ -198,8 +198,8 @@ class Int8WeightOnlyLinear(nn.Module):
 
 def test_int8_weight_only_package_runs_on_xxnpu_and_matches_cpu():
     # _weight_int8pack_mm is an extern kernel with a C shim: the package calls torch_xxnpu's
-    # aoti_torch_xxnpu__weight_int8pack_mm, which dispatches to what eager xxnpu runs for it
-    # (the CPU fallback today, counted as such), the rest in generated xxnpu kernels.
+    # aoti_torch_xxnpu__weight_int8pack_mm, which dispatches to the xxnpu kernel (no CPU
+    # fallback), the rest in generated xxnpu kernels.
     model = Int8WeightOnlyLinear()
     x = torch.randn(5, 64)
     compiled = _package_and_load(model, x)
@@ -207,7 +207,7 @@ def test_int8_weight_only_package_runs_on_xxnpu_and_matches_cpu():
     out = compiled(x.to("xxnpu"))
     assert out.device == torch.device("xxnpu", 0)
     torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
-    assert torch_xxnpu.ops.fallback_counts() == {"aten::_weight_int8pack_mm": 1}
+    assert torch_xxnpu.ops.fallback_counts() == {}
 
 
 def test_dynamic_batch_package_runs_every_batch_size():

@@ -737,8 +737,8 @@ def test_cpp_wrapper_baddbmm_runs_through_the_xxnpu_shim():
 def test_cpp_wrapper_int8_and_float8_matmuls_run_through_the_xxnpu_shims():
     # torch._int_mm, _weight_int8pack_mm (int8 weight-only linear, as torchao's) and
     # _scaled_mm (float8): Inductor leaves them to ATen; the C++ wrapper calls
-    # aoti_torch_xxnpu_* for them, which dispatch to what eager xxnpu runs (today the CPU
-    # fallback for all three: tested here for results, not speed).
+    # aoti_torch_xxnpu_* for them, which dispatch to what eager xxnpu runs (the xxnpu
+    # kernels for the two int8 ones, the CPU fallback for _scaled_mm).
     import warnings
 
     from torch._inductor.utils import run_and_get_code

@@ -1,7 +1,8 @@
 """Quantized tensors on xxnpu (ops/quantized_ops.cc) against the CPU backend: per-tensor and
 per-channel quantize (int_repr bit for bit), dequantize, the q_* accessors, empties, views,
 clone, copies both ways, _make_per_*_quantized_tensor, fake_quantize_* forward and backward,
-bad input raising as on the CPU, and no CPU fallback on the way."""
+the int8 matmuls (_int_mm, exact in int32, and the weight-only _weight_int8pack_mm), bad
+input raising as on the CPU, and no CPU fallback on the way."""
 import warnings
 
 import pytest
@@ -326,3 +327,163 @@ def test_bad_input():
     assert c == d
     # _make_per_tensor_quantized_tensor of a float tensor.
     _raises_like_cpu(torch._make_per_tensor_quantized_tensor, x, 0.1, 0)
+
+
+# ---------------------------------------------------------------- _weight_int8pack_mm
+
+
+def _int8_weight_case(dtype, m, k, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g)
+    scales = (torch.rand(n, generator=g) / 16 + 1e-3).to(dtype)
+    # The exact product in float, rounded once. Not the CPU kernel: in torch 2.13 its
+    # bfloat16 path reads past rows whose K is not a multiple of its vector (K = 63: wrong
+    # values at N = 48, a segfault at M = 4, N = 200).
+    exact = ((a.float() @ b.float().t()) * scales.float()).to(dtype)
+    return a, b, scales, exact
+
+
+INT8_TOL = {torch.float32: (1e-5, 1e-4), torch.bfloat16: (1.6e-2, 1e-1), torch.float16: (1e-3, 1e-2)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [1, 4, 8, 9, 37])  # 8 rows and below: the dot-rows path; above: the BLAS
+@pytest.mark.parametrize("k,n", [(63, 200), (256, 48), (64, 1)])
+def test_weight_int8pack_mm_matches_the_exact_product(dtype, m, k, n):
+    a, b, scales, exact = _int8_weight_case(dtype, m, k, n, seed=m * 1000 + k + n)
+    got = torch._weight_int8pack_mm(a.to("xxnpu"), b.to("xxnpu"), scales.to("xxnpu"))
+    assert got.device.type == "xxnpu" and got.dtype == dtype and got.shape == (m, n)
+    rtol, atol = INT8_TOL[dtype]
+    torch.testing.assert_close(got.cpu(), exact, rtol=rtol, atol=atol)
+    if dtype == torch.float32:  # where the CPU kernel is sound, it agrees too
+        torch.testing.assert_close(got.cpu(), torch._weight_int8pack_mm(a, b, scales), rtol=1e-5, atol=1e-4)
+
+
+def test_weight_int8pack_mm_strided_rows_empty_and_zero_k():
+    # A's rows may be strided (a slice of a wider activation); M = 0, N = 0 and K = 0 work.
+    wide = torch.randn(6, 100)
+    b = torch.randint(-8, 8, (32, 64), dtype=torch.int8)
+    s = torch.rand(32)
+    got = torch._weight_int8pack_mm(wide.to("xxnpu")[:, :64], b.to("xxnpu"), s.to("xxnpu"))
+    torch.testing.assert_close(got.cpu(), torch._weight_int8pack_mm(wide[:, :64], b, s))
+    assert torch._weight_int8pack_mm(torch.randn(0, 64, device="xxnpu"), b.to("xxnpu"), s.to("xxnpu")).shape == (0, 32)
+    z = torch._weight_int8pack_mm(torch.randn(3, 0, device="xxnpu"), torch.zeros(5, 0, dtype=torch.int8, device="xxnpu"),
+                                  torch.rand(5, device="xxnpu"))
+    assert torch.equal(z.cpu(), torch.zeros(3, 5))
+
+
+def test_weight_int8pack_mm_is_one_device_kernel():
+    from torch.profiler import ProfilerActivity, profile
+
+    a, b, s, _ = _int8_weight_case(torch.float32, 4, 256, 96, seed=5)
+    a, b, s = a.to("xxnpu"), b.to("xxnpu"), s.to("xxnpu")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        torch._weight_int8pack_mm(a, b, s)
+        torch.xxnpu.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert kernels == ["xxnpu::weight_int8pack_mm"], kernels
+
+
+@pytest.mark.parametrize("case,expect", [
+    ("a_int", "expect A to be either 32-bit or 16-bit float tensor"),
+    ("a_3d", "expect A to be 2D tensor"),
+    ("a_cols_strided", "A must be contiguous on the last dimension"),
+    ("b_float", "expect B to be int8 tensor"),
+    ("b_strided", "expect B to be contiguous"),
+    ("k_mismatch", r"expect B.size\(1\) == 32"),
+    ("scales_len", "expect scales to be 1d tensor with size 48"),
+    ("scales_dtype", "expected scalar type Float but found Double"),
+])
+def test_weight_int8pack_mm_refuses_what_the_cpu_refuses(case, expect):
+    a = torch.randn(4, 64)
+    b = torch.randint(-8, 8, (48, 64), dtype=torch.int8)
+    s = torch.rand(48)
+    args = {
+        "a_int": (a.int(), b, s), "a_3d": (a[None], b, s), "a_cols_strided": (torch.randn(64, 4).t(), b, s),
+        "b_float": (a, b.float(), s), "b_strided": (a, torch.randint(-8, 8, (64, 48), dtype=torch.int8).t(), s),
+        "k_mismatch": (a[:, :32], b, s), "scales_len": (a, b, s[:16]), "scales_dtype": (a, b, s.double()),
+    }[case]
+    with pytest.raises(RuntimeError, match=expect):
+        torch._weight_int8pack_mm(*args)  # the CPU's message...
+    with pytest.raises(RuntimeError, match=expect):
+        torch._weight_int8pack_mm(*(t.to("xxnpu") for t in args))  # ...is xxnpu's
+
+
+def test_weight_int8pack_mm_refuses_operands_on_two_devices():
+    b = torch.randint(-8, 8, (48, 64), dtype=torch.int8)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._weight_int8pack_mm(torch.randn(4, 64, device="xxnpu"), b, torch.rand(48, device="xxnpu"))
+
+
+# ---------------------------------------------------------------- _int_mm
+
+
+@pytest.mark.parametrize("a_dtype", [torch.int8, torch.uint8])
+@pytest.mark.parametrize("m,k,n", [(1, 64, 16), (17, 100, 40), (32, 1024, 72)])
+def test_int_mm_is_exact(a_dtype, m, k, n):
+    # Extremes included: K x 127 x 128 exceeds float32's exact integers at K = 1024, so a
+    # float accumulation would show.
+    g = torch.Generator().manual_seed(m + k + n)
+    lo, hi = (-128, 128) if a_dtype == torch.int8 else (0, 256)
+    a = torch.randint(lo, hi, (m, k), dtype=a_dtype, generator=g)
+    a[0, :] = lo if a_dtype == torch.int8 else hi - 1
+    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g)
+    w[0, :] = -128
+    for b in (w.t(), w.t().contiguous()):  # a linear weight's transpose, and a plain [K, N]
+        got = torch._int_mm(a.to("xxnpu"), b.to("xxnpu"))
+        assert got.dtype == torch.int32 and got.device.type == "xxnpu"
+        assert torch.equal(got.cpu(), torch._int_mm(a, b))
+    assert torch.equal(got.cpu(), (a.long() @ w.long().t()).int())
+
+
+def test_int_mm_out_strided_result_and_empty():
+    a = torch.randint(-8, 8, (8, 32), dtype=torch.int8)
+    b = torch.randint(-8, 8, (32, 24), dtype=torch.int8)
+    wide = torch.full((8, 40), 7, dtype=torch.int32, device="xxnpu")
+    out = wide[:, 4:28]
+    torch._int_mm(a.to("xxnpu"), b.to("xxnpu"), out=out)
+    assert torch.equal(out.cpu(), torch._int_mm(a, b))
+    assert torch.equal(wide[:, :4].cpu(), torch.full((8, 4), 7, dtype=torch.int32))  # untouched
+    transposed = torch.empty(24, 8, dtype=torch.int32, device="xxnpu").t()
+    torch._int_mm(a.to("xxnpu"), b.to("xxnpu"), out=transposed)
+    assert torch.equal(transposed.cpu(), torch._int_mm(a, b))
+    assert torch._int_mm(a[:0].to("xxnpu"), b.to("xxnpu")).shape == (0, 24)
+    assert torch.equal(torch._int_mm(a[:, :0].to("xxnpu"), b[:0].to("xxnpu")).cpu(), torch.zeros(8, 24, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("case,expect", [
+    ("a_int32", "Expected self dtype to be int8 or uint8 but got int"),
+    ("a_3d", "Expected self to be of dimension 2 but got 3"),
+    ("b_float", "Expected mat2 dtype to be of type int8 but got float"),
+    ("k_mismatch", r"self.size\(1\) needs to match mat2.size\(0\) but got 32 and 64"),
+    ("out_int64", "Expected result dtype to be of type kInt but got long int"),
+    ("out_size", r"Expected result.size\(0\) to be 32 but got 3"),
+])
+def test_int_mm_refuses_what_the_cpu_refuses(case, expect):
+    a = torch.randint(-8, 8, (32, 64), dtype=torch.int8)
+    b = torch.randint(-8, 8, (64, 16), dtype=torch.int8)
+    args, out = {
+        "a_int32": ((a.int(), b), None), "a_3d": ((a[None], b), None), "b_float": ((a, b.float()), None),
+        "k_mismatch": ((a[:, :32], b), None), "out_int64": ((a, b), torch.empty(32, 16, dtype=torch.int64)),
+        "out_size": ((a, b), torch.empty(3, 3, dtype=torch.int32)),
+    }[case]
+    for device in ("cpu", "xxnpu"):  # the CPU's message is xxnpu's
+        moved = [t.to(device) for t in args]
+        with pytest.raises(RuntimeError, match=expect):
+            if out is None:
+                torch._int_mm(*moved)
+            else:
+                torch._int_mm(*moved, out=out.to(device))
+
+
+def test_int8_matmuls_are_device_kernels():
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randint(-8, 8, (16, 64), dtype=torch.int8, device="xxnpu")
+    w = torch.randint(-8, 8, (32, 64), dtype=torch.int8, device="xxnpu")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        torch._int_mm(a, w.t())
+        torch.xxnpu.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert kernels == ["xxnpu::int_mm"], kernels
