@@ -487,3 +487,19 @@ def test_int8_matmuls_are_device_kernels():
         torch.xxnpu.synchronize()
     kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
     assert kernels == ["xxnpu::int_mm"], kernels
+
+
+def test_int8_matmuls_pass_opcheck():
+    # Schema, fake-tensor (meta) agreement and AOT dispatch, as torch.compile relies on.
+    from torch.library import opcheck
+
+    a = torch.randn(4, 64, device="xxnpu")
+    w = torch.randint(-8, 8, (32, 64), dtype=torch.int8, device="xxnpu")
+    i = torch.randint(-8, 8, (17, 64), dtype=torch.int8, device="xxnpu")
+    for op, args, kwargs in [
+        (torch.ops.aten._weight_int8pack_mm.default, (a, w, torch.rand(32, device="xxnpu")), {}),
+        (torch.ops.aten._int_mm.default, (i, w.t()), {}),
+        (torch.ops.aten._int_mm.out, (i, w.t()), {"out": torch.empty(17, 32, dtype=torch.int32, device="xxnpu")}),
+    ]:
+        results = opcheck(op, args, kwargs)
+        assert set(results.values()) == {"SUCCESS"}, (op, results)
