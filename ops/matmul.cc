@@ -422,10 +422,11 @@ at::Tensor Dot(const at::Tensor& self, const at::Tensor& other) {
 // contiguous), B [N, K] int8, scales [N] in A's dtype, out [M, N] in A's dtype; float
 // accumulation and one rounding, as the CPU kernel.
 //
-// The kernel's blocks take tiles of B's rows. A block widens its tile to float32 in a
-// buffer sized to stay in cache (B is read from memory once, at one byte a weight) and
-// multiplies through the float path: dot_rows for up to kDotRowsMaxM rows of A (a decode
-// step), the BLAS for more (a prefill); the scales then multiply the float sums.
+// The kernel's blocks take tiles of B's rows. Up to kDotRowsMaxM rows of A (a decode
+// step): the dot-row kernel reads the tile's bytes and widens them in registers
+// (dot_rows_int8_weight). More (a prefill): the tile is widened to float32 in a buffer
+// sized to stay in cache and multiplied by the BLAS. B is read from memory once, at one
+// byte a weight; the scales then multiply the float sums.
 struct Int8WeightGemm {
   at::ScalarType dtype;  // A's, the scales' and out's
   int64_t m, n, k;
@@ -437,21 +438,22 @@ struct Int8WeightGemm {
   int64_t tile;  // rows of B per tile
 };
 
-// Rows of B per tile: the widened tile is at most 64 K floats (256 KiB, a core's L2),
-// and there are at least two tiles per compute thread when N allows.
-int64_t Int8WeightTileRows(int64_t n, int64_t k) {
-  const int64_t cache_rows = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, k));
-  const int64_t share_rows = (n + MaxTiles() - 1) / MaxTiles();
-  return std::max<int64_t>(1, std::min({cache_rows, share_rows, n}));
+// Rows of B per tile: two tiles per compute thread when N allows. Above kDotRowsMaxM rows
+// of A a tile is widened to float for the BLAS, which packs all of A again for every
+// tile: tiles of up to 1 M floats (4 MiB) keep that repacking to a few percent of the
+// multiply-adds (at 16 rows a tile, a [296, 4096] x [4096, 4096] spent more time packing
+// A than multiplying: 1.3x the float linear's time, against 1.1x now).
+int64_t Int8WeightTileRows(int64_t m, int64_t n, int64_t k) {
+  int64_t rows = (n + MaxTiles() - 1) / MaxTiles();
+  if (m > kDotRowsMaxM) rows = std::min(rows, std::max<int64_t>(16, (int64_t{1} << 20) / std::max<int64_t>(1, k)));
+  return std::max<int64_t>(1, std::min(rows, n));
 }
 
 template <typename T>
 void RunInt8WeightTile(const Int8WeightGemm& g, int64_t tile_index) {
   const int64_t n0 = tile_index * g.tile, tn = std::min(g.tile, g.n - n0);
   thread_local std::vector<float> w, a, c;
-  w.resize(static_cast<size_t>(tn * g.k));
   const int8_t* b = g.b + n0 * g.k;
-  for (int64_t i = 0; i < tn * g.k; ++i) w[i] = static_cast<float>(b[i]);
   // A as float rows: itself when it is float32, else widened (every tile widens it: A is
   // the small operand, M x K against the tile's M x tn x K multiply-adds).
   const float* af = reinterpret_cast<const float*>(g.a);
@@ -467,8 +469,11 @@ void RunInt8WeightTile(const Int8WeightGemm& g, int64_t tile_index) {
   }
   c.resize(static_cast<size_t>(g.m * tn));
   if (g.m <= kDotRowsMaxM) {
-    HostVecKernels().dot_rows(VecDtype::kFloat, g.m, tn, g.k, af, lda, w.data(), g.k, c.data(), tn, 1.0f, 0.0f);
+    // The bytes straight into the dot products, widened in registers.
+    HostVecKernels().dot_rows_int8_weight(g.m, tn, g.k, af, lda, b, g.k, c.data(), tn);
   } else {
+    w.resize(static_cast<size_t>(tn * g.k));
+    for (int64_t i = 0; i < tn * g.k; ++i) w[i] = static_cast<float>(b[i]);
     Gemm t{};
     t.m = g.m;
     t.n = tn;
@@ -518,7 +523,7 @@ at::Tensor WeightInt8packMm(const at::Tensor& A, const at::Tensor& B, const at::
                    static_cast<const int8_t*>(DeviceView(B.const_data_ptr())),
                    static_cast<const char*>(DeviceView(s.const_data_ptr())),
                    static_cast<char*>(DeviceView(out.data_ptr())),
-                   Int8WeightTileRows(n, k)};
+                   Int8WeightTileRows(m, n, k)};
   LaunchConfig cfg;
   cfg.name = "xxnpu::weight_int8pack_mm";
   cfg.grid = Dim3{static_cast<uint32_t>((n + g.tile - 1) / g.tile), 1, 1};
@@ -534,104 +539,7 @@ at::Tensor WeightInt8packMm(const at::Tensor& A, const at::Tensor& B, const at::
   return out;
 }
 
-// torch._int_mm: out[i, j] = sum_k self[i, k] * mat2[k, j] in int32, exact (self int8 or
-// uint8, mat2 int8). The kernel's blocks take tiles of out's columns; each column of mat2
-// is a contiguous row of mat2^T (a linear layer's weight already is; anything else is
-// transposed on the device first), so every product is a dot of two contiguous byte rows,
-// widened and accumulated in int32 (which the compiler vectorises: integer sums may be
-// reordered).
-struct Int8Gemm {
-  bool a_unsigned;
-  int64_t m, n, k;
-  const void* a;  // device views
-  int64_t lda;
-  const int8_t* wt;  // mat2^T, [n, k] contiguous
-  int32_t* out;
-  int64_t ldo;
-  int64_t tile;  // columns of out per tile
-};
-
-template <typename A>
-void RunInt8Tile(const Int8Gemm& g, int64_t tile_index) {
-  const int64_t n0 = tile_index * g.tile, n1 = std::min(g.n, n0 + g.tile);
-  const A* a = static_cast<const A*>(g.a);
-  for (int64_t i = 0; i < g.m; ++i) {
-    const A* row = a + i * g.lda;
-    for (int64_t j = n0; j < n1; ++j) {
-      const int8_t* col = g.wt + j * g.k;
-      int32_t acc = 0;
-      for (int64_t p = 0; p < g.k; ++p) acc += static_cast<int32_t>(row[p]) * static_cast<int32_t>(col[p]);
-      g.out[i * g.ldo + j] = acc;
-    }
-  }
-}
-
-at::Tensor& IntMmOut(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
-  // The CPU kernel's checks and messages (named for the op, not the CPU).
-  constexpr const char* kOp = "_int_mm";
-  CheckSameDevice(kOp, "mat2", mat2, self.device());
-  CheckSameDevice(kOp, "out", result, self.device());
-  TORCH_CHECK(self.dim() == 2, kOp, ": Expected self to be of dimension 2 but got ", self.dim());
-  TORCH_CHECK(mat2.dim() == 2, kOp, ": Expected mat2 to be of dimension 2 but got ", mat2.dim());
-  TORCH_CHECK(self.size(1) == mat2.size(0), kOp, ": self.size(1) needs to match mat2.size(0) but got ", self.size(1),
-              " and ", mat2.size(0));
-  TORCH_CHECK(self.dtype() == at::kChar || self.dtype() == at::kByte, kOp,
-              ": Expected self dtype to be int8 or uint8 but got ", self.dtype());
-  TORCH_CHECK(mat2.dtype() == at::kChar, kOp, ": Expected mat2 dtype to be of type int8 but got ", mat2.dtype());
-  TORCH_CHECK(result.dtype() == at::kInt, kOp, ": Expected result dtype to be of type kInt but got ", result.dtype());
-  TORCH_CHECK(result.dim() == 2, kOp, ": Expected result to be of dimension 2 but got ", result.dim());
-  TORCH_CHECK(result.size(0) == self.size(0), kOp, ": Expected result.size(0) to be ", self.size(0), " but got ",
-              result.size(0));
-  TORCH_CHECK(result.size(1) == mat2.size(1), kOp, ": Expected result.size(1) to be ", mat2.size(1), " but got ",
-              result.size(1));
-  const c10::DeviceGuard guard(self.device());
-  const int64_t m = self.size(0), n = mat2.size(1), k = self.size(1);
-  if (result.numel() == 0) return result;
-  if (k == 0) return result.zero_();
-  // Operands the kernel can read as contiguous rows; a result it can write row-major
-  // (else a temporary, copied back). Operands that overlap the result are read from copies.
-  const at::Tensor a = (self.stride(1) == 1 ? CopyIfOverlapsOut(self, result) : self.contiguous());
-  const at::Tensor wt = mat2.t().is_contiguous() ? CopyIfOverlapsOut(mat2, result).t() : mat2.t().contiguous();
-  const bool direct = result.stride(1) == 1 && result.stride(0) >= n;
-  at::Tensor target = direct ? result : at::empty({m, n}, result.options());
-  Int8Gemm g{self.dtype() == at::kByte,
-             m,
-             n,
-             k,
-             DeviceView(a.const_data_ptr()),
-             a.stride(0),
-             static_cast<const int8_t*>(DeviceView(wt.const_data_ptr())),
-             static_cast<int32_t*>(DeviceView(target.data_ptr())),
-             target.stride(0),
-             // Tiles of 16 columns at least (no two tiles share out's cache lines), at most
-             // two per compute thread.
-             std::max<int64_t>(16, ((n + MaxTiles() - 1) / MaxTiles() + 15) / 16 * 16)};
-  LaunchConfig cfg;
-  cfg.name = "xxnpu::int_mm";
-  cfg.grid = Dim3{static_cast<uint32_t>((n + g.tile - 1) / g.tile), 1, 1};
-  cfg.flops = static_cast<uint64_t>(2 * m * n * k);
-  cfg.bytes = static_cast<uint64_t>(m * k + k * n + 4 * m * n);
-  CheckOk(xxnpuLaunchKernel(cfg, [g](BlockRange r) {
-    for (int64_t t = r.begin; t < r.end; ++t) {
-      g.a_unsigned ? RunInt8Tile<uint8_t>(g, t) : RunInt8Tile<int8_t>(g, t);
-    }
-    return absl::OkStatus();
-  }, CurrentXxnpuStreamHandle(self.device().index())), kOp);
-  if (!direct) result.copy_(target);
-  return result;
-}
-
-at::Tensor IntMm(const at::Tensor& self, const at::Tensor& mat2) {
-  // Operands of another rank: IntMmOut refuses them with the CPU's message.
-  const bool matrices = self.dim() == 2 && mat2.dim() == 2;
-  at::Tensor result = at::empty(matrices ? std::vector<int64_t>{self.size(0), mat2.size(1)} : std::vector<int64_t>{0, 0},
-                                self.options().dtype(at::kInt));
-  return IntMmOut(self, mat2, result);
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_int_mm", &IntMm);
-  m.impl("_int_mm.out", &IntMmOut);
   m.impl("_weight_int8pack_mm", &WeightInt8packMm);
   m.impl("mm.out", &MmOut);
   m.impl("bmm.out", &BmmOut);

@@ -135,6 +135,11 @@ struct VecKernels {
   // step): each row of W is read once, where a GEMM would pack it first.
   void (*dot_rows)(VecDtype dtype, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* w,
                    int64_t ldw, void* out, int64_t ldo, float alpha, float beta);
+  // The same with int8 rows of W under float32 rows of A (the int8 weight-only linear,
+  // before its scales): out[i, j] = dot(a[i, :k], float(w[j, :k])). Each weight byte is
+  // widened in registers, so W is read at a byte a weight.
+  void (*dot_rows_int8_weight)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const int8_t* w,
+                               int64_t ldw, float* out, int64_t ldo);
 };
 
 // The most rows of `a` dot_rows takes at once (its accumulators live in registers).

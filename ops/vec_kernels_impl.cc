@@ -723,17 +723,20 @@ void RmsNormBackwardEntry(VecDtype dtype, void* dx, const void* dy, const void* 
 // the stack, a load and a store around every FMA: 43 GFLOP/s on one thread against 75 now
 // ([4, 256] @ [256, 2048], w in L2). So the step is one always-inlined body called from a whole-vector loop and once
 // for the tail, and `finish` receives each dot product as a float.
-template <typename T, int M, int R, typename Finish>
-void DotRowGroup(int64_t j, int64_t k, const T* a, int64_t lda, const T* w, int64_t ldw, const Finish& finish) {
+// W's rows may be of another type than A's (int8 weights under float activations: the
+// int8 weight-only linear), read in steps of A's width.
+template <typename T, typename TW, int M, int R, typename Finish>
+void DotRowGroup(int64_t j, int64_t k, const T* a, int64_t lda, const TW* w, int64_t ldw, const Finish& finish) {
   constexpr int kP = Io<T>::kParts;
   constexpr int64_t kStep = Io<T>::kStep;
+  static_assert(Io<TW>::kStep == kStep && Io<TW>::kParts == kP, "A's and W's rows load in the same steps");
   Vec acc[R][M][kP];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) {
       for (int p = 0; p < kP; ++p) acc[r][i][p] = Vec(0.0f);
     }
   }
-  const T* wr[R];
+  const TW* wr[R];
   for (int r = 0; r < R; ++r) wr[r] = w + (j + r) * ldw;
   const auto step = [&](int64_t c0, int64_t c) __attribute__((always_inline)) {
     Vec x[R][kP];
@@ -742,7 +745,7 @@ void DotRowGroup(int64_t j, int64_t k, const T* a, int64_t lda, const T* w, int6
       // (a decode step's k = 256 is 1 KB), too short for the hardware prefetcher to find
       // the streams before they end; this read them ~25% faster from L3.
       __builtin_prefetch(wr[r] + R * ldw + c0);
-      Io<T>::Load(wr[r] + c0, c, x[r]);
+      Io<TW>::Load(wr[r] + c0, c, x[r]);
     }
     for (int i = 0; i < M; ++i) {
       Vec av[kP];
@@ -765,8 +768,8 @@ void DotRowGroup(int64_t j, int64_t k, const T* a, int64_t lda, const T* w, int6
   }
 }
 
-template <typename T, int M>
-void DotRows(int64_t n, int64_t k, const T* a, int64_t lda, const T* w, int64_t ldw, T* out, int64_t ldo,
+template <typename T, typename TW, int M>
+void DotRows(int64_t n, int64_t k, const T* a, int64_t lda, const TW* w, int64_t ldw, T* out, int64_t ldo,
              float alpha, float beta) {
   constexpr int kP = Io<T>::kParts;
   constexpr int kAccRegs = Vec::size() >= 16 ? 24 : 12;
@@ -776,23 +779,23 @@ void DotRows(int64_t n, int64_t k, const T* a, int64_t lda, const T* w, int64_t 
     o = static_cast<T>(beta == 0 ? alpha * d : alpha * d + beta * static_cast<float>(o));
   };
   int64_t j = 0;
-  for (; j + R <= n; j += R) DotRowGroup<T, M, R>(j, k, a, lda, w, ldw, finish);
-  for (; j < n; ++j) DotRowGroup<T, M, 1>(j, k, a, lda, w, ldw, finish);  // the last n % R rows of w
+  for (; j + R <= n; j += R) DotRowGroup<T, TW, M, R>(j, k, a, lda, w, ldw, finish);
+  for (; j < n; ++j) DotRowGroup<T, TW, M, 1>(j, k, a, lda, w, ldw, finish);  // the last n % R rows of w
 }
 
-template <typename T>
-void DotRowsAnyM(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* w, int64_t ldw, T* out,
+template <typename T, typename TW = T>
+void DotRowsAnyM(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const TW* w, int64_t ldw, T* out,
                  int64_t ldo, float alpha, float beta) {
   static_assert(kDotRowsMaxM == 8, "one case per row count below");
   switch (m) {
-    case 1: return DotRows<T, 1>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 2: return DotRows<T, 2>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 3: return DotRows<T, 3>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 4: return DotRows<T, 4>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 5: return DotRows<T, 5>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 6: return DotRows<T, 6>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 7: return DotRows<T, 7>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
-    case 8: return DotRows<T, 8>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 1: return DotRows<T, TW, 1>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 2: return DotRows<T, TW, 2>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 3: return DotRows<T, TW, 3>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 4: return DotRows<T, TW, 4>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 5: return DotRows<T, TW, 5>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 6: return DotRows<T, TW, 6>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 7: return DotRows<T, TW, 7>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
+    case 8: return DotRows<T, TW, 8>(n, k, a, lda, w, ldw, out, ldo, alpha, beta);
     default: return;  // m <= 0: nothing to compute
   }
 }
@@ -813,6 +816,14 @@ void DotRowsEntry(VecDtype dtype, int64_t m, int64_t n, int64_t k, const void* a
   }
 }
 
+void DotRowsInt8WeightEntry(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const int8_t* w,
+                            int64_t ldw, float* out, int64_t ldo) {
+  for (int64_t i = 0; i < m; i += kDotRowsMaxM) {
+    DotRowsAnyM<float, int8_t>(std::min(kDotRowsMaxM, m - i), n, k, a + i * lda, lda, w, ldw, out + i * ldo, ldo,
+                               1.0f, 0.0f);
+  }
+}
+
 #define XXNPU_STRINGIFY2(x) #x
 #define XXNPU_STRINGIFY(x) XXNPU_STRINGIFY2(x)
 
@@ -826,7 +837,7 @@ const VecKernels kVecKernels = {
     // Normalisation rows and their backward.
     &LayerNormEntry, &RmsNormEntry, &LayerNormBackwardEntry, &RmsNormBackwardEntry,
     // Small-M products.
-    &DotRowsEntry,
+    &DotRowsEntry, &DotRowsInt8WeightEntry,
 };
 
 }  // namespace CPU_CAPABILITY

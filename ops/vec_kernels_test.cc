@@ -543,5 +543,38 @@ TEST(VecKernels, DotRowsMatchReference) {
   }
 }
 
+// dot_rows_int8_weight: int8 rows of W (the full range, -128 and 127 included) under float
+// rows of A, every row count and tails of every width; each capability against a double
+// reference, and nothing written past n.
+TEST(VecKernels, DotRowsInt8WeightMatchReference) {
+  for (const VecKernels* t : Tables()) {
+    for (int64_t m : {1, 3, 8, 9, 17}) {
+      for (int64_t k : {1, 7, 16, 33, 100, 517}) {
+        const int64_t n = 13, lda = k + 3, ldw = k + 5, ldo = n + 2;
+        const std::vector<float> a = Values(m * lda, -2, 2, 21);
+        std::vector<int8_t> w(n * ldw);
+        for (int64_t i = 0; i < n * ldw; ++i) w[i] = static_cast<int8_t>((i * 37 + 11) % 256 - 128);
+        std::vector<float> out(m * ldo, kSentinel);
+        t->dot_rows_int8_weight(m, n, k, a.data(), lda, w.data(), ldw, out.data(), ldo);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < ldo; ++j) {
+            if (j >= n) {
+              ASSERT_EQ(out[i * ldo + j], kSentinel) << t->capability << " wrote into C's padding";
+              continue;
+            }
+            double d = 0, mag = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              d += static_cast<double>(a[i * lda + p]) * w[j * ldw + p];
+              mag += std::abs(static_cast<double>(a[i * lda + p]) * w[j * ldw + p]);
+            }
+            EXPECT_NEAR(out[i * ldo + j], d, 1e-6 * (mag + 1))
+                << t->capability << " m=" << m << " k=" << k << " i=" << i << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xxnpu

@@ -1,8 +1,8 @@
 """Quantized tensors on xxnpu (ops/quantized_ops.cc) against the CPU backend: per-tensor and
 per-channel quantize (int_repr bit for bit), dequantize, the q_* accessors, empties, views,
 clone, copies both ways, _make_per_*_quantized_tensor, fake_quantize_* forward and backward,
-the int8 matmuls (_int_mm, exact in int32, and the weight-only _weight_int8pack_mm), bad
-input raising as on the CPU, and no CPU fallback on the way."""
+the int8 weight-only matmul (_weight_int8pack_mm), bad input raising as on the CPU, and no
+CPU fallback on the way."""
 import warnings
 
 import pytest
@@ -416,90 +416,11 @@ def test_weight_int8pack_mm_refuses_operands_on_two_devices():
         torch._weight_int8pack_mm(torch.randn(4, 64, device="xxnpu"), b, torch.rand(48, device="xxnpu"))
 
 
-# ---------------------------------------------------------------- _int_mm
-
-
-@pytest.mark.parametrize("a_dtype", [torch.int8, torch.uint8])
-@pytest.mark.parametrize("m,k,n", [(1, 64, 16), (17, 100, 40), (32, 1024, 72)])
-def test_int_mm_is_exact(a_dtype, m, k, n):
-    # Extremes included: K x 127 x 128 exceeds float32's exact integers at K = 1024, so a
-    # float accumulation would show.
-    g = torch.Generator().manual_seed(m + k + n)
-    lo, hi = (-128, 128) if a_dtype == torch.int8 else (0, 256)
-    a = torch.randint(lo, hi, (m, k), dtype=a_dtype, generator=g)
-    a[0, :] = lo if a_dtype == torch.int8 else hi - 1
-    w = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g)
-    w[0, :] = -128
-    for b in (w.t(), w.t().contiguous()):  # a linear weight's transpose, and a plain [K, N]
-        got = torch._int_mm(a.to("xxnpu"), b.to("xxnpu"))
-        assert got.dtype == torch.int32 and got.device.type == "xxnpu"
-        assert torch.equal(got.cpu(), torch._int_mm(a, b))
-    assert torch.equal(got.cpu(), (a.long() @ w.long().t()).int())
-
-
-def test_int_mm_out_strided_result_and_empty():
-    a = torch.randint(-8, 8, (8, 32), dtype=torch.int8)
-    b = torch.randint(-8, 8, (32, 24), dtype=torch.int8)
-    wide = torch.full((8, 40), 7, dtype=torch.int32, device="xxnpu")
-    out = wide[:, 4:28]
-    torch._int_mm(a.to("xxnpu"), b.to("xxnpu"), out=out)
-    assert torch.equal(out.cpu(), torch._int_mm(a, b))
-    assert torch.equal(wide[:, :4].cpu(), torch.full((8, 4), 7, dtype=torch.int32))  # untouched
-    transposed = torch.empty(24, 8, dtype=torch.int32, device="xxnpu").t()
-    torch._int_mm(a.to("xxnpu"), b.to("xxnpu"), out=transposed)
-    assert torch.equal(transposed.cpu(), torch._int_mm(a, b))
-    assert torch._int_mm(a[:0].to("xxnpu"), b.to("xxnpu")).shape == (0, 24)
-    assert torch.equal(torch._int_mm(a[:, :0].to("xxnpu"), b[:0].to("xxnpu")).cpu(), torch.zeros(8, 24, dtype=torch.int32))
-
-
-@pytest.mark.parametrize("case,expect", [
-    ("a_int32", "Expected self dtype to be int8 or uint8 but got int"),
-    ("a_3d", "Expected self to be of dimension 2 but got 3"),
-    ("b_float", "Expected mat2 dtype to be of type int8 but got float"),
-    ("k_mismatch", r"self.size\(1\) needs to match mat2.size\(0\) but got 32 and 64"),
-    ("out_int64", "Expected result dtype to be of type kInt but got long int"),
-    ("out_size", r"Expected result.size\(0\) to be 32 but got 3"),
-])
-def test_int_mm_refuses_what_the_cpu_refuses(case, expect):
-    a = torch.randint(-8, 8, (32, 64), dtype=torch.int8)
-    b = torch.randint(-8, 8, (64, 16), dtype=torch.int8)
-    args, out = {
-        "a_int32": ((a.int(), b), None), "a_3d": ((a[None], b), None), "b_float": ((a, b.float()), None),
-        "k_mismatch": ((a[:, :32], b), None), "out_int64": ((a, b), torch.empty(32, 16, dtype=torch.int64)),
-        "out_size": ((a, b), torch.empty(3, 3, dtype=torch.int32)),
-    }[case]
-    for device in ("cpu", "xxnpu"):  # the CPU's message is xxnpu's
-        moved = [t.to(device) for t in args]
-        with pytest.raises(RuntimeError, match=expect):
-            if out is None:
-                torch._int_mm(*moved)
-            else:
-                torch._int_mm(*moved, out=out.to(device))
-
-
-def test_int8_matmuls_are_device_kernels():
-    from torch.profiler import ProfilerActivity, profile
-
-    a = torch.randint(-8, 8, (16, 64), dtype=torch.int8, device="xxnpu")
-    w = torch.randint(-8, 8, (32, 64), dtype=torch.int8, device="xxnpu")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-        torch._int_mm(a, w.t())
-        torch.xxnpu.synchronize()
-    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
-    assert kernels == ["xxnpu::int_mm"], kernels
-
-
-def test_int8_matmuls_pass_opcheck():
+def test_weight_int8pack_mm_passes_opcheck():
     # Schema, fake-tensor (meta) agreement and AOT dispatch, as torch.compile relies on.
     from torch.library import opcheck
 
     a = torch.randn(4, 64, device="xxnpu")
     w = torch.randint(-8, 8, (32, 64), dtype=torch.int8, device="xxnpu")
-    i = torch.randint(-8, 8, (17, 64), dtype=torch.int8, device="xxnpu")
-    for op, args, kwargs in [
-        (torch.ops.aten._weight_int8pack_mm.default, (a, w, torch.rand(32, device="xxnpu")), {}),
-        (torch.ops.aten._int_mm.default, (i, w.t()), {}),
-        (torch.ops.aten._int_mm.out, (i, w.t()), {"out": torch.empty(17, 32, dtype=torch.int32, device="xxnpu")}),
-    ]:
-        results = opcheck(op, args, kwargs)
-        assert set(results.values()) == {"SUCCESS"}, (op, results)
+    results = opcheck(torch.ops.aten._weight_int8pack_mm.default, (a, w, torch.rand(32, device="xxnpu")))
+    assert set(results.values()) == {"SUCCESS"}, results
