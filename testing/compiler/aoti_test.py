@@ -122,6 +122,17 @@ def _package_and_load(model, x, dynamic_shapes=None, device_index=-1):
     return compiled
 
 
+def _package_runs_on_xxnpu_as_on_cpu(model, x):
+    """`model` packaged and run on xxnpu: its result on xxnpu:0, as the CPU's, and no op
+    on the CPU fallback."""
+    compiled = _package_and_load(model, x)
+    torch_xxnpu.ops.reset_fallback_counts()
+    out = compiled(x.to("xxnpu"))
+    assert out.device == torch.device("xxnpu", 0)
+    torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
+    assert torch_xxnpu.ops.fallback_counts() == {}
+
+
 class TinyConv(nn.Module):
     def __init__(self):
         super().__init__()
@@ -136,14 +147,7 @@ class TinyConv(nn.Module):
 def test_convolution_package_runs_on_xxnpu_and_matches_cpu():
     # Convolution is an extern kernel with a C shim: the package calls torch_xxnpu's
     # aoti_torch_xxnpu_convolution, which runs the xxnpu convolution.
-    model = TinyConv()
-    x = torch.randn(2, 3, 8, 8)
-    compiled = _package_and_load(model, x)
-    torch_xxnpu.ops.reset_fallback_counts()
-    out = compiled(x.to("xxnpu"))
-    assert out.device == torch.device("xxnpu", 0)
-    torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
-    assert torch_xxnpu.ops.fallback_counts() == {}
+    _package_runs_on_xxnpu_as_on_cpu(TinyConv(), torch.randn(2, 3, 8, 8))
 
 
 class TinyAttention(nn.Module):
@@ -200,14 +204,7 @@ def test_int8_weight_only_package_runs_on_xxnpu_and_matches_cpu():
     # _weight_int8pack_mm is an extern kernel with a C shim: the package calls torch_xxnpu's
     # aoti_torch_xxnpu__weight_int8pack_mm, which dispatches to the xxnpu kernel (no CPU
     # fallback), the rest in generated xxnpu kernels.
-    model = Int8WeightOnlyLinear()
-    x = torch.randn(5, 64)
-    compiled = _package_and_load(model, x)
-    torch_xxnpu.ops.reset_fallback_counts()
-    out = compiled(x.to("xxnpu"))
-    assert out.device == torch.device("xxnpu", 0)
-    torch.testing.assert_close(out.cpu(), model.cpu()(x), rtol=1e-4, atol=1e-5)
-    assert torch_xxnpu.ops.fallback_counts() == {}
+    _package_runs_on_xxnpu_as_on_cpu(Int8WeightOnlyLinear(), torch.randn(5, 64))
 
 
 def test_dynamic_batch_package_runs_every_batch_size():
