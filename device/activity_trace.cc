@@ -191,8 +191,6 @@ ABSL_ATTRIBUTE_NOINLINE void EmitFirstRecord(const ActivityRecord& record) {
   }
 }
 
-// Drains every ring into `out` (or discards if null) and frees the rings of exited
-// threads, which hold nothing more after this drain.
 // Where ActivityCollect's conversion to Unix time starts: a pair read no later than the
 // oldest record it will convert (when tracing was turned on, or at the last drain,
 // whichever came last). Cold path: enable, collect, clear.
@@ -209,6 +207,8 @@ TraceClockPair ConversionAnchor() {
   return g_anchor;
 }
 
+// Drains every ring into `out` (or discards if null) and frees the rings of exited
+// threads, which hold nothing more after this drain.
 size_t DrainAll(std::vector<ActivityRecord>* out) {
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> collect_lock(registry.collect_mu);
@@ -336,11 +336,7 @@ size_t ActivityCollect(std::vector<ActivityRecord>* out) {
   const size_t first = out->size();
   const TraceClockToUnix to_unix(ConversionAnchor(), MeasureTraceClockPair());
   const size_t n = ActivityCollectTraceClock(out);
-  for (auto it = out->begin() + static_cast<std::ptrdiff_t>(first); it != out->end(); ++it) {
-    const int64_t start = it->start_ns, end = it->end_ns;
-    it->start_ns = to_unix(start);
-    it->end_ns = end == start ? it->start_ns : to_unix(end);
-  }
+  ActivityConvertTimes(out->data() + first, out->data() + out->size(), to_unix);
   return n;
 }
 

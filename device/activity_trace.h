@@ -132,6 +132,16 @@ size_t ActivityCollect(std::vector<ActivityRecord>* out);
 // these and converts them with the function torch converts its own events with, so both
 // sides of the trace agree to the tick.
 size_t ActivityCollectTraceClock(std::vector<ActivityRecord>* out);
+// Rewrites the timestamps of records [first, last) through `convert` (trace clock to Unix
+// ns); an instant record stays instant.
+template <typename Convert>
+void ActivityConvertTimes(ActivityRecord* first, ActivityRecord* last, const Convert& convert) {
+  for (ActivityRecord* r = first; r != last; ++r) {
+    const int64_t start = r->start_ns, end = r->end_ns;
+    r->start_ns = convert(start);
+    r->end_ns = end == start ? r->start_ns : convert(end);
+  }
+}
 // Records dropped because a ring was full, since the last call (which resets it).
 uint64_t ActivityTakeDroppedCount();
 // Discards everything written so far and resets the dropped count.

@@ -424,9 +424,9 @@ at::Tensor Dot(const at::Tensor& self, const at::Tensor& other) {
 //
 // The kernel's blocks take tiles of B's rows. Up to kDotRowsMaxM rows of A (a decode
 // step): the dot-row kernel reads the tile's bytes and widens them in registers
-// (dot_rows_int8_weight). More (a prefill): the tile is widened to float32 in a buffer
-// sized to stay in cache and multiplied by the BLAS. B is read from memory once, at one
-// byte a weight; the scales then multiply the float sums.
+// (dot_rows_int8_weight). More (a prefill): the tile is widened to float32 in a
+// per-thread buffer (up to 4 MiB, kept for the next call) and multiplied by the BLAS. B is
+// read from memory once, at one byte a weight; the scales then multiply the float sums.
 struct Int8WeightGemm {
   at::ScalarType dtype;  // A's, the scales' and out's
   int64_t m, n, k;

@@ -118,11 +118,7 @@ void XxnpuActivityProfilerSession::processTrace(libkineto::ActivityLogger& logge
   if (!stopped_) stop();
   // Onto the trace's clock: torch's own conversion when it is there (capture_clock.h).
   CaptureClock clock = ChooseCaptureClock(start_clock_, stop_clock_);
-  for (ActivityRecord& r : records_) {
-    const int64_t start = r.start_ns, end = r.end_ns;
-    r.start_ns = clock.to_unix_ns(start);
-    r.end_ns = end == start ? r.start_ns : clock.to_unix_ns(end);
-  }
+  ActivityConvertTimes(records_.data(), records_.data() + records_.size(), clock.to_unix_ns);
   clock_source_ = clock.source;
   SetLastCaptureClock(std::move(clock));
 
