@@ -10,7 +10,9 @@ CPU's intra-op threads = the device's compute threads):
   prompts): prefill (74 tokens) and greedy decode, eager vs ``Model.forward`` compiled
   (``dynamic=False``: one graph for the prefill, one for the decode step, whose shapes do
   not change across positions since the KV cache is paged; the benchmark asserts that the
-  timed decode compiled nothing more).
+  timed decode compiled nothing more);
+- flex attention (``--workloads flex``, not in the default set): causal block mask, 2 x 8
+  heads x 512 x 64, compiled (Inductor's C++ template) vs the uncompiled reference path.
 
 For each: the first call's time (compile included; a fresh Inductor cache per run,
 Dynamo/Inductor imported and a throwaway graph compiled on each device beforehand, so no
@@ -19,7 +21,7 @@ call. Compiled results are checked against eager before anything is timed (allcl
 the Llama tokens must be equal), so a wrong compile cannot produce a figure. The last
 table gives the same-run ratios against the issue's goals.
 
-    bazel run --config=opt //benchmarks:compile_benchmark -- [--reps 5] [--workloads chain,mlp,train,llama]
+    bazel run --config=opt //benchmarks:compile_benchmark -- [--reps 5] [--workloads chain,mlp,train,llama,flex]
         [--llama-configs 256x4x2048,128x2x512] [--devices xxnpu,cpu] [--profile] [--xxnpu-mode reduce-overhead]
     --xxnpu-mode reduce-overhead: xxnpu's compiled rows replay xxnpu graphs (the CPU's stay default)
     --profile: also profile compiled and eager Llama decode steps on xxnpu (where the time goes)
@@ -85,6 +87,22 @@ def bench_chain(dev, reps):
     _check("chain", [out], [chain(x, y)], 1e-5, 1e-6)
     return dict(first=first, eager=per_call(lambda: chain(x, y), _sync(dev), 5, reps),
                 compiled=per_call(lambda: compiled(x, y), _sync(dev), 5, reps))
+
+
+def bench_flex(dev, reps):
+    """flex_attention with a causal block mask, 2 x 8 heads x 512 tokens x 64, float32:
+    compiled (Inductor's C++ template; on xxnpu one device kernel) against the uncompiled
+    reference path (ATen ops, what torch runs without compile)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 8, 512, 64, generator=g).to(dev) for _ in range(3))
+    mask = create_block_mask(lambda b, h, qi, kv: qi >= kv, 2, 1, 512, 512, device=dev)
+    compiled = _compile(flex_attention, dev)
+    first, out = _first_call(lambda: compiled(q, k, v, block_mask=mask), dev)
+    _check("flex attention", [out], [flex_attention(q, k, v, block_mask=mask)], 1e-4, 1e-5)
+    return dict(first=first, eager=per_call(lambda: flex_attention(q, k, v, block_mask=mask), _sync(dev), 2, reps),
+                compiled=per_call(lambda: compiled(q, k, v, block_mask=mask), _sync(dev), 3, reps))
 
 
 def bench_mlp(dev, reps):
@@ -314,7 +332,7 @@ def main():
     args = p.parse_args()
     XXNPU_MODE["mode"] = None if args.xxnpu_mode == "default" else args.xxnpu_mode
     work = args.workloads.split(",")
-    unknown = set(work) - {"chain", "mlp", "train", "llama"}
+    unknown = set(work) - {"chain", "mlp", "train", "llama", "flex"}
     if unknown:
         p.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     threads = torch.xxnpu.get_device_properties(0).multi_processor_count
@@ -337,6 +355,8 @@ def main():
                 rows.setdefault("MLP fwd+bwd 64x256", {})[dev] = bench_mlp(dev, args.reps)
             elif w == "train":
                 rows.setdefault("MLP train step AdamW 256x1024", {})[dev] = bench_train(dev, args.reps)
+            elif w == "flex":
+                rows.setdefault("flex attention causal 2x8x512x64", {})[dev] = bench_flex(dev, args.reps)
             else:
                 for c in args.llama_configs.split(","):
                     size = tuple(int(v) for v in c.split("x"))

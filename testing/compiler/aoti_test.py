@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch_xxnpu  # noqa: E402,F401
 from torch import nn  # noqa: E402
+from torch._higher_order_ops.while_loop import while_loop  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 GENERATED = re.compile(r"cpp_fused_\w+$")
@@ -234,3 +235,36 @@ def test_package_loaded_for_the_second_device_runs_there():
     torch.testing.assert_close(out.cpu(), TinyMlp()(x), rtol=1e-4, atol=1e-5)
     devices = {e.device_index for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1}
     assert devices == {1}, devices
+
+
+class BranchyLinear(nn.Module):
+    """torch.cond on the input's sign around a linear layer: a package with two subgraphs."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.lin(x).relu(), lambda x: (self.lin(x) * 2).sin(), (x,))
+
+
+class DoublingLoop(nn.Module):
+    def forward(self, x):
+        return while_loop(lambda i, x: i < 4, lambda i, x: (i + 1, x * 2 + 1),
+                          (torch.zeros((), dtype=torch.int64, device=x.device), x))[1]
+
+
+@pytest.mark.parametrize("model", [BranchyLinear(), DoublingLoop()], ids=["cond", "while_loop"])
+def test_control_flow_package_runs_on_xxnpu_and_matches_cpu(model):
+    # AOTInductor inlines the subgraphs into the model's C++: the predicate is read back from
+    # the device, the taken branch (both are tried) or the loop's body runs as device kernels.
+    x = torch.randn(4, 16)
+    compiled = _package_and_load(model, x)
+    for inp in (x.abs(), -x.abs()):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            out = compiled(inp.to("xxnpu"))
+            torch.xxnpu.synchronize()
+        torch.testing.assert_close(out.cpu(), model.cpu()(inp), rtol=1e-4, atol=1e-5)
+        kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+        assert any(k.startswith("cpp_fused_") for k in kernels), kernels

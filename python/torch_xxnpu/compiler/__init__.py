@@ -11,6 +11,7 @@ Inductor's compile_fx, the xxnpu pieces register themselves there
   and ``XxnpuPythonWrapperCodegen`` (launches each kernel on the current xxnpu stream
   through ``torch_xxnpu._C``'s compiled-kernel launcher). docs/compile.md.
 - ``reduce_overhead``: ``mode="reduce-overhead"`` replays compiled graphs as xxnpu graphs.
+- ``flex_attention``: FlexAttention accepted on xxnpu, compiled by Inductor's C++ template.
 """
 
 __all__ = ["install"]
@@ -23,6 +24,7 @@ def install() -> None:
     _import_hook.on_import("torch._dynamo.device_interface", _register_dynamo)
     _import_hook.on_import("torch._dynamo.variables.user_defined", _register_dynamo_classes)
     _import_hook.on_import("torch._inductor.compile_fx", _register_inductor)
+    _import_hook.on_import("torch.nn.attention.flex_attention", _register_flex_attention)
 
 
 def _register_dynamo(module) -> None:
@@ -42,7 +44,14 @@ def _register_inductor(module) -> None:
     # Inductor's codegen modules are importable without cycles (codegen.common is not).
     from torch._inductor.codegen import common
 
-    from torch_xxnpu.compiler import inductor, reduce_overhead
+    from torch_xxnpu.compiler import flex_attention, inductor, reduce_overhead
 
     inductor.register(common)
     reduce_overhead.register()
+    flex_attention.register_lowering()
+
+
+def _register_flex_attention(module) -> None:
+    from torch_xxnpu.compiler import flex_attention
+
+    flex_attention.register_api(module)

@@ -127,6 +127,28 @@ inline std::pair<int64_t, int64_t> share(int64_t n, int64_t tid, int64_t parts) 
     const int64_t begin = tid * base + std::min(tid, extra);
     return {begin, begin + base + (tid < extra ? 1 : 0)};
 }
+
+// ATen's parallel_for in Inductor's C++ flex attention template (_DeviceAtenParallel): the
+// range in at most `threads` shares, run as a child grid like the loops above, and ATen's
+// thread number in the body the share's index, below `threads` (the template sizes
+// its per-thread scratch for cpp.threads, set to the device's thread count when it renders).
+// ATen's own parallel_for would start an OpenMP team from the device thread, on cores the
+// device does not own, and index the scratch past its end.
+inline thread_local int64_t aten_thread = 0;
+inline int aten_thread_num() { return static_cast<int>(aten_thread); }
+template <int64_t threads, typename F>
+inline void aten_parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+    const int64_t n = end - begin;
+    if (n <= 0) return;
+    const int64_t by_grain = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
+    const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, by_grain));
+    parallel(parts, [&](int64_t tid) {
+        const auto [lo, hi] = share(n, tid, parts);
+        aten_thread = tid;
+        f(begin + lo, begin + hi);
+        aten_thread = 0;
+    });
+}
 }  // namespace xxnpu_device
 #endif  // XXNPU_DEVICE_PRELUDE_
 """.replace("%ABI%", str(_LAUNCH_ABI))
@@ -497,6 +519,42 @@ def _device_threaded():
         yield
 
 
+class _DeviceAtenParallel:
+    """ATen's parallel_for in a C++ template's source, made the device's: each
+    ``at::parallel_for(`` becomes ``xxnpu_device::aten_parallel_for<T>(`` and each
+    ``at::get_thread_num()`` ``xxnpu_device::aten_thread_num()`` (_DEVICE_PRELUDE), T being
+    the thread count the template sized its per-thread scratch for."""
+
+    _FOR = "at::parallel_for("
+    _TID = "at::get_thread_num()"
+    _UNMAPPED = re.compile(r"at::(parallel_\w+|get_thread_num|get_num_threads)|\bomp_\w+|#pragma omp[^\n]*")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def rendering(scheduling):
+        scheduling._xxnpu_aten_threads = _device_threads()
+        try:
+            yield
+        finally:
+            scheduling._xxnpu_aten_threads = None
+
+    @classmethod
+    def rewrite(cls, scheduling, src_code: str) -> str:
+        threads = getattr(scheduling, "_xxnpu_aten_threads", None)
+        if threads is None:
+            return src_code
+        src_code = src_code.replace(cls._FOR, f"xxnpu_device::aten_parallel_for<{threads}>(")
+        src_code = src_code.replace(cls._TID, "xxnpu_device::aten_thread_num()")
+        # Anything else of ATen's or OpenMP's threading would run outside the device.
+        leftover = cls._UNMAPPED.search(src_code)
+        if leftover:
+            raise NotImplementedError(
+                f"xxnpu: Inductor's C++ template uses {leftover.group(0)!r}, which torch_xxnpu does not map to "
+                "the device's threads (python/torch_xxnpu/compiler/inductor.py, _DeviceAtenParallel)"
+            )
+        return src_code
+
+
 class XxnpuScheduling(CppScheduling):
     """CppScheduling generating device kernels: parallel loops as child grids over the
     device's compute threads (templates single-threaded), with the byte count of each."""
@@ -508,10 +566,18 @@ class XxnpuScheduling(CppScheduling):
         with _device_threaded():
             super().codegen_node(node)
 
-    def codegen_template(self, *args, **kwargs):
-        # Inductor's C++ templates (GEMM, flex attention) write their own OpenMP regions.
+    def codegen_template(self, template_node, *args, **kwargs):
+        from torch._inductor.codegen.cpp_flex_attention_template import CppFlexAttentionTemplate
+
+        if isinstance(getattr(template_node.node, "template", None), CppFlexAttentionTemplate):
+            # The flex attention template parallelises with at::parallel_for, which
+            # define_kernel turns into the device's (_DeviceAtenParallel); its scratch is
+            # sized for cpp.threads, so that is the device's thread count.
+            with _device_threaded(), _DeviceAtenParallel.rendering(self):
+                return super().codegen_template(template_node, *args, **kwargs)
+        # The GEMM template writes OpenMP regions of its own: one thread, no region.
         with _single_threaded():
-            return super().codegen_template(*args, **kwargs)
+            return super().codegen_template(template_node, *args, **kwargs)
 
     def flush(self) -> None:
         with _device_threaded():
@@ -521,6 +587,7 @@ class XxnpuScheduling(CppScheduling):
         # The wrapper dedupes kernels by source across devices: the marker line keeps an
         # xxnpu kernel from reusing a CPU kernel of the same source (called directly, on
         # host memory) in a graph that has both.
+        src_code = _DeviceAtenParallel.rewrite(self, src_code)
         src_code = f"{_DEVICE_PRELUDE}\n{src_code}\n// xxnpu device kernel\n"
         wrapper = V.graph.wrapper_code
         wrapper._xxnpu_pending_bytes = _kernel_bytes(nodes)
@@ -540,10 +607,9 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
-            # Subgraphs (control flow) reuse the parent's kernels: Inductor's own subclass.
-            from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
-
-            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            # The branches of torch.cond, the body of a while_loop: their kernels are
+            # device kernels too (Inductor's own subgraph wrapper raised "device xxnpu nyi").
+            return _subgraph_wrapper_class()(subgraph_name, parent_wrapper, partition_signatures)
         return XxnpuPythonWrapperCodegen()
 
     def write_header(self) -> None:
@@ -596,6 +662,19 @@ class XxnpuPythonWrapperCodegen(PythonWrapperCodegen):
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+@functools.cache
+def _subgraph_wrapper_class():
+    """The wrapper of a control-flow subgraph: Inductor's SubgraphPythonWrapperCodegen (its
+    code becomes a function in the parent's module, no header of its own) with this
+    module's kernel definitions, launches and allocations (first in the MRO after it)."""
+    from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
+
+    class XxnpuSubgraphPythonWrapperCodegen(SubgraphPythonWrapperCodegen, XxnpuPythonWrapperCodegen):
+        pass
+
+    return XxnpuSubgraphPythonWrapperCodegen
 
 
 # C++ written once into a cpp_wrapper / AOTInductor wrapper that runs xxnpu kernels. The
@@ -1016,8 +1095,11 @@ def _codegen_version_pass():
         @functools.lru_cache(None)
         def uuid(self) -> bytes:
             import torch_xxnpu
+            from torch_xxnpu.compiler import flex_attention
 
-            return get_hash_for_files((__file__,), extra=f"torch_xxnpu {torch_xxnpu.__version__}")
+            # This file (codegen) and flex_attention's (a lowering).
+            files = (__file__, flex_attention.__file__)
+            return get_hash_for_files(files, extra=f"torch_xxnpu {torch_xxnpu.__version__}")
 
     return XxnpuCodegenVersion()
 
