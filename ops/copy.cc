@@ -218,7 +218,16 @@ at::Tensor BroadcastSource(const at::Tensor& self, const at::Tensor& dst) {
   return self.expand(dst.sizes());
 }
 
+at::Tensor CopyFromLazyView(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // A lazily conjugated or negated view reaches this PrivateUse1 kernel, not the
+  // Conjugate/Negative one below, whenever those keys are excluded: under any
+  // TorchDispatchMode (torch.compile's AOTAutograd runs its graphs under one) the redispatch
+  // skips every key above Python, so clone/copy_ of x.conj() lost the conjugation.
+  if (self.is_conj() != dst.is_conj() || self.is_neg() != dst.is_neg()) {
+    return CopyFromLazyView(self, dst, non_blocking);
+  }
   const at::Tensor src = BroadcastSource(self, dst);
   if (dst.numel() == 0) return dst;
   // The CPU's overlap errors (its TensorIterator's): a destination with repeated elements,

@@ -193,3 +193,42 @@ def test_copies_of_conjugate_and_negative_views():
     out = torch.empty(5, dtype=torch.complex64, device="xxnpu")
     out.conj().copy_(xz)  # into a conj view: stored values are conj(z)
     assert torch.equal(out.cpu(), z.conj())
+
+
+@pytest.mark.parametrize("python_mode", [False, True], ids=["plain", "under_a_dispatch_mode"])
+def test_lazy_views_resolve_under_a_python_dispatch_mode(python_mode):
+    """Under a TorchDispatchMode (torch.compile's AOTAutograd runs every compiled graph under
+    one; FlopCounterMode, debug modes) the redispatch excludes the Conjugate and Negative
+    keys, so the PrivateUse1 copy itself sees the conj/neg bits. clone, copy_ and .cpu() of
+    x.conj() returned x unconjugated there (and so did a compiled ``a.conj() + 1``)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    xz = z.to("xxnpu")
+    cases = {
+        "clone": (lambda t: t.conj().clone(), z.conj()),
+        "copy_": (lambda t: torch.empty_like(t).copy_(t.conj()), z.conj()),
+        "into a conj view": (lambda t: (lambda o: (o.conj().copy_(t), o)[1])(torch.empty_like(t)), z.conj()),
+        "to the CPU": (lambda t: t.conj().to("cpu"), z.conj()),
+        "pointwise": (lambda t: t.conj() + 1, z.conj() + 1),
+        "negative view": (lambda t: t.conj().imag.clone(), z.conj().imag),
+        "matmul": (lambda t: t.mH @ t, z.mH @ z),
+    }
+    for name, (fn, want) in cases.items():
+        if python_mode:
+            with PassThrough():
+                got = fn(xz)
+        else:
+            got = fn(xz)
+        torch.testing.assert_close(got.cpu(), want, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_compiled_conjugate_matches_eager():
+    z = torch.randn(6, dtype=torch.complex64)
+    for fn in (lambda a: a.conj() + 1, lambda a: (a * a.conj()).real.sum()):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(fn, backend="aot_eager")(z.to("xxnpu")).cpu(), fn(z))
