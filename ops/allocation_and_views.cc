@@ -1,5 +1,5 @@
 // The ops that make tensors live on xxnpu: allocation (empty, empty_strided), views
-// (as_strided, view, _reshape_alias), storage manipulation (resize_, set_), fill_/zero_
+// (as_strided, view, _reshape_alias, unfold, view_as_real/complex), storage manipulation (resize_, set_), fill_/zero_
 // and reading one element back (_local_scalar_dense). Everything else builds on these.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch_v2.h>
@@ -9,6 +9,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -154,6 +157,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", &at::native::as_strided_tensorimpl);
   m.impl("view", &at::native::view);
   m.impl("_reshape_alias", &at::native::_reshape_alias);
+  // Views whose ATen kernels are registered per backend (CPU, CUDA, Meta) rather than as
+  // composites: without these they went to the CPU fallback, which returns a copy, so a
+  // write through view_as_real(x) or x.unfold(...) was lost (complex torch.randn on
+  // xxnpu filled a copy). They only compute sizes and strides.
+  m.impl("unfold", &at::native::unfold);
+  m.impl("view_as_real", &at::native::view_as_real);
+  m.impl("view_as_complex", &at::native::view_as_complex);
   m.impl("resize_", &Resize);
   m.impl("set_.source_Storage", &SetSourceStorage);
   m.impl("set_.source_Storage_storage_offset", &SetStorage);

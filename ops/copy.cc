@@ -120,8 +120,12 @@ void DeviceCopyKernel(const at::Tensor& dst, const at::Tensor& src) {
           }
         }
       });
-    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
-  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES),
+        at::kComplexHalf, AT_EXPAND(AT_FLOAT8_TYPES));
+    // float8 and complex32 as the CPU's copy takes them: x.to(torch.float8_e4m3fn) on the
+    // device (scaled-matmul inputs), torch.chalf.
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES),
+      at::kComplexHalf, AT_EXPAND(AT_FLOAT8_TYPES));
 }
 
 size_t SpanBytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }

@@ -80,7 +80,10 @@ void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_WARN("xxnpu: ", name, " has no xxnpu kernel; it ran on the CPU (copies to and from the device). ",
                "torch_xxnpu.ops.fallback_counts() counts such ops; XXNPU_STRICT_FALLBACK=1 makes them errors.");
   }
-  at::native::cpu_fallback(op, stack);
+  // A view op on the fallback would return a copy, and writes through it would be lost
+  // silently: an error instead (every view ATen registers per backend has an xxnpu kernel;
+  // testing/ops/ops_test.py::test_every_backend_specific_view_op_has_an_xxnpu_kernel).
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
 namespace {

@@ -105,6 +105,12 @@ double Uniform53(uint32_t hi, uint32_t lo) {
 
 at::Tensor& Uniform(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  if (self.is_complex()) {
+    // As on the CPU and CUDA: real and imaginary parts each uniform in [from, to).
+    at::Tensor parts = at::view_as_real(self);
+    Uniform(parts, from, to, gen);
+    return self;
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating point types only, got ",
               self.scalar_type());
   return ViaContiguous(self, [&](at::Tensor& out) {
@@ -128,6 +134,14 @@ at::Tensor& Uniform(at::Tensor& self, double from, double to, std::optional<at::
 
 at::Tensor& Normal(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) {
+    // As on the CPU and CUDA: the real and imaginary parts are independent normals with
+    // half the variance each, so |z - mean|^2 has expectation std^2 (torch.randn's
+    // complex convention). `mean` goes to both parts, as there.
+    at::Tensor parts = at::view_as_real(self);
+    Normal(parts, mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is implemented for floating point types only, got ",
               self.scalar_type());
   return ViaContiguous(self, [&](at::Tensor& out) {

@@ -232,3 +232,96 @@ def test_compiled_conjugate_matches_eager():
     for fn in (lambda a: a.conj() + 1, lambda a: (a * a.conj()).real.sum()):
         torch._dynamo.reset()
         torch.testing.assert_close(torch.compile(fn, backend="aot_eager")(z.to("xxnpu")).cpu(), fn(z))
+
+
+def test_every_backend_specific_view_op_has_an_xxnpu_kernel():
+    """A view op that ATen registers per backend (not as a composite) needs an xxnpu kernel:
+    the CPU fallback can only return a copy. unfold, view_as_real and view_as_complex had
+    none, and writes through them were lost. The fallback now refuses view ops outright."""
+    import re
+
+    missing = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or "nested" in name:
+            continue
+        for schema in torch._C._jit_get_schemas_for_operator(name):
+            returns = str(schema).split("->")[-1]
+            if not re.search(r"Tensor\([a-z]\)", returns):  # no immutable alias returned: not a view
+                continue
+            full = name + (f".{schema.overload_name}" if schema.overload_name else "")
+            try:
+                if not torch._C._dispatch_has_kernel_for_dispatch_key(full, "CPU"):
+                    continue
+                if any(torch._C._dispatch_has_kernel_for_dispatch_key(full, key) for key in (
+                        "PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                        "CompositeExplicitAutogradNonFunctional")):
+                    continue
+            except RuntimeError:  # a schema the dispatcher does not know by this name
+                continue
+            missing.append(full)
+    assert missing == []
+
+
+def test_writes_through_unfold_and_view_as_real_reach_the_tensor():
+    x = torch.zeros(6, device="xxnpu")
+    windows = x.unfold(0, 2, 2)  # [3, 2] over x's storage
+    windows[:, 1] = 1
+    assert x.cpu().tolist() == [0, 1, 0, 1, 0, 1]
+    z = torch.zeros(3, dtype=torch.complex64, device="xxnpu")
+    torch.view_as_real(z)[:, 1] = 2
+    assert torch.equal(z.cpu(), torch.full((3,), 2j, dtype=torch.complex64))
+    parts = torch.arange(6.0, device="xxnpu").view(3, 2)
+    assert torch.view_as_complex(parts).cpu().tolist() == [complex(0, 1), complex(2, 3), complex(4, 5)]
+    assert torch.view_as_complex(parts).data_ptr() == parts.data_ptr()
+
+
+def test_complex_random_fills_both_parts_as_on_the_cpu():
+    """randn/rand/normal_/uniform_ of complex tensors: each part drawn as the CPU and CUDA do
+    (normal parts with half the variance each), on the device, reproducible by seed."""
+    torch.xxnpu.manual_seed(0)
+    z = torch.randn(200_000, dtype=torch.complex64, device="xxnpu").cpu()
+    assert abs(z.real.var().item() - 0.5) < 0.01 and abs(z.imag.var().item() - 0.5) < 0.01
+    assert abs(z.abs().square().mean().item() - 1.0) < 0.02  # E|z|^2 = 1, torch.randn's convention
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]))[0, 1].item()) < 0.01
+    u = torch.rand(100_000, dtype=torch.complex128, device="xxnpu").cpu()
+    for part in (u.real, u.imag):
+        assert part.min() >= 0 and part.max() < 1 and abs(part.mean().item() - 0.5) < 0.01
+    n = torch.empty(100_000, dtype=torch.complex64, device="xxnpu").normal_(2.0, 3.0).cpu()
+    assert abs(n.real.mean().item() - 2.0) < 0.05 and abs(n.imag.mean().item() - 2.0) < 0.05
+    assert abs(n.real.std().item() - 3.0 / 2 ** 0.5) < 0.05
+    torch.xxnpu.manual_seed(7)
+    a = torch.randn(8, dtype=torch.complex64, device="xxnpu").cpu()
+    torch.xxnpu.manual_seed(7)
+    assert torch.equal(a, torch.randn(8, dtype=torch.complex64, device="xxnpu").cpu())
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0"):
+        torch.empty(2, dtype=torch.complex64, device="xxnpu").normal_(0.0, -1.0)
+
+
+def test_device_casts_to_and_from_float8_and_complex32_match_the_cpu_bit_for_bit():
+    """x.to(torch.float8_e4m3fn) on xxnpu (the input of a scaled matmul) and torch.chalf
+    raised '"xxnpu_copy_out" not implemented'; every pair against the CPU's cast, compared
+    as bits (NaN encodings included)."""
+    dtypes = [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz,
+              torch.complex32, torch.float32, torch.bfloat16, torch.complex64, torch.int32, torch.bool]
+
+    def values(t):  # float8 as bits (NaN encodings included); wider types as float64 parts
+        if t.element_size() == 1:
+            return t.view(torch.uint8)
+        if t.is_complex():
+            return torch.view_as_real(t.to(torch.complex128))
+        return t.to(torch.float64) if t.is_floating_point() else t
+
+    x = torch.cat([torch.randn(60) * 4, torch.tensor([0.0, -0.0, 1e6, float("nan")])])
+    for a in dtypes:
+        src = x.to(a)
+        for b in dtypes:
+            try:
+                want = src.to(b)
+            except (RuntimeError, NotImplementedError):  # a cast the CPU does not do either
+                continue
+            got = src.to("xxnpu").to(b)
+            assert got.device.type == "xxnpu" and got.dtype == b
+            got, want = values(got.cpu()), values(want)
+            assert torch.equal(got, want) or (
+                got.is_floating_point() and torch.equal(got.isnan(), want.isnan())
+                and torch.equal(got.nan_to_num(), want.nan_to_num())), (a, b)
