@@ -25,6 +25,7 @@ table gives the same-run ratios against the issue's goals.
         [--llama-configs 256x4x2048,128x2x512] [--devices xxnpu,cpu] [--profile] [--xxnpu-mode reduce-overhead]
     --xxnpu-mode reduce-overhead: xxnpu's compiled rows replay xxnpu graphs (the CPU's stay default)
     --profile: also profile compiled and eager Llama decode steps on xxnpu (where the time goes)
+    --prefill-matmuls: only the prefill's linear layers against a 2048^3 sgemm (GFLOP/s)
 """
 import argparse
 import copy
@@ -301,6 +302,29 @@ def profile_decode_step(ld, model, prompts, sched, label, size, steps=4):
         print(f"    {key[:48]:48s} x{count / steps:<4g} {t / steps / 1e3:8.3f} ms")
 
 
+def prefill_matmul_limit(reps):
+    """What bounds the compiled Llama prefill: its linear layers' speed on xxnpu and on the
+    CPU backend against a 2048^3 sgemm (the machine's matmul limit), GFLOP/s. Compiled and
+    eager prefill run the same xxnpu::mm kernels, so these are the same either way."""
+    import torch.nn.functional as F
+
+    ld = _llama_decode()
+    cfg = ld.Config()
+    tokens = sum(LLAMA_PROMPTS)
+    qkv = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim
+    shapes = [(tokens, cfg.hidden, qkv), (tokens, cfg.hidden, cfg.hidden), (tokens, cfg.hidden, 2 * cfg.ffn),
+              (tokens, cfg.ffn, cfg.hidden), (2048, 2048, 2048)]
+    print(f"\nprefill matmuls (x @ W^T, float32), GFLOP/s, medians of {reps}:")
+    print(f"{'M x K x N':>18s} {'xxnpu':>8s} {'cpu':>8s}")
+    for m, k, n in shapes:
+        row = []
+        for dev in ("xxnpu", "cpu"):
+            x, w = torch.randn(m, k, device=dev), torch.randn(n, k, device=dev)
+            calls = 3 if m * k * n >= 2048 ** 3 else 50
+            row.append(2 * m * k * n / per_call(lambda: F.linear(x, w), _sync(dev), calls, reps) / 1e9)
+        print(f"{m:6d} x {k:4d} x {n:4d} {row[0]:8.1f} {row[1]:8.1f}")
+
+
 def warm_up_inductor():
     """One throwaway compile per device: Inductor's one-off start-up (its C++ toolchain
     probe, headers) is then not in the first row's first-call time."""
@@ -327,6 +351,9 @@ def main():
     p.add_argument("--xxnpu-mode", choices=["default", "reduce-overhead"], default="default",
                    help="torch.compile's mode on xxnpu (reduce-overhead: compiled graphs replayed as xxnpu "
                         "graphs); the CPU compiles with the default")
+    p.add_argument("--prefill-matmuls", action="store_true",
+                   help="only measure the Llama prefill's matmuls against a 2048^3 sgemm (what bounds a "
+                        "compiled prefill), and exit")
     p.add_argument("--profile", action="store_true",
                    help="profile a compiled and an eager Llama decode step on xxnpu (where the time goes)")
     args = p.parse_args()
@@ -339,6 +366,9 @@ def main():
     torch.set_num_threads(threads)
     print(f"threads: cpu {torch.get_num_threads()}, xxnpu {threads}; load average {os.getloadavg()[0]:.2f} at start; "
           f"xxnpu compiles with mode={args.xxnpu_mode}")
+    if args.prefill_matmuls:
+        prefill_matmul_limit(args.reps)
+        return
     warm_up_inductor()
 
     rows = {}  # workload -> device -> dict(first, eager, compiled)
