@@ -7,7 +7,8 @@ Inductor's compile_fx, the xxnpu pieces register themselves there
 (``_import_hook``); if those modules are already loaded, they register at once.
 
 - ``dynamo``:  ``XxnpuInterface``, registered for "xxnpu" and "xxnpu:N".
-- ``inductor``: ``XxnpuScheduling`` (Inductor's C++ codegen with single-threaded kernels)
+- ``inductor``: ``XxnpuScheduling`` (Inductor's C++ codegen, parallel loops on the device's
+  compute threads)
   and ``XxnpuPythonWrapperCodegen`` (launches each kernel on the current xxnpu stream
   through ``torch_xxnpu._C``'s compiled-kernel launcher). docs/compile.md.
 - ``reduce_overhead``: ``mode="reduce-overhead"`` replays compiled graphs as xxnpu graphs.

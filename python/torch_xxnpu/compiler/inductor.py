@@ -557,7 +557,9 @@ class _DeviceAtenParallel:
 
 class XxnpuScheduling(CppScheduling):
     """CppScheduling generating device kernels: parallel loops as child grids over the
-    device's compute threads (templates single-threaded), with the byte count of each."""
+    device's compute threads, with the byte count of each. Of the C++ templates, the GEMM
+    one is generated single-threaded and the flex-attention one's at::parallel_for runs on
+    the compute threads (_DeviceAtenParallel)."""
 
     def reset_kernel_group(self) -> None:
         self.kernel_group = _device_kernel_group()
