@@ -322,6 +322,11 @@ def test_device_casts_to_and_from_float8_and_complex32_match_the_cpu_bit_for_bit
             got = src.to("xxnpu").to(b)
             assert got.device.type == "xxnpu" and got.dtype == b
             got, want = values(got.cpu()), values(want)
+            if not (b.is_floating_point or b.is_complex or b == torch.bool):
+                # NaN and out-of-range values to an integer type are undefined behaviour in
+                # C++ (x86 gives INT_MIN, the CPU's vector path 0): compare the rest.
+                finite = torch.isfinite(src.to(torch.complex128) if a.is_complex else src.to(torch.float64))
+                got, want = got[finite], want[finite]
             assert torch.equal(got, want) or (
                 got.is_floating_point() and torch.equal(got.isnan(), want.isnan())
                 and torch.equal(got.nan_to_num(), want.nan_to_num())), (a, b)
