@@ -118,7 +118,8 @@ at::Tensor& Fill(at::Tensor& self, const at::Scalar& value) {
         for (int64_t i = 0; i < n0; ++i) *reinterpret_cast<scalar_t*>(out + i * strides[0]) = v;
       }
     });
-  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES),
+      at::kComplexHalf, AT_EXPAND(AT_FLOAT8_TYPES));  // torch.zeros(..., dtype=float8 / chalf), as on the CPU
   return self;
 }
 

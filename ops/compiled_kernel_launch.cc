@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/c10/xxnpu_stream.h"
 #include "device/runtime.h"
+#include "ops/cpu_blas.h"
 
 namespace xxnpu {
 namespace {
@@ -49,6 +50,7 @@ const char* Fail(std::string message) {
 // A generated kernel's parallel loop, as a child grid of the kernel running it.
 const char* ParallelFor(int64_t blocks, void* closure, const char* (*block)(void*, int64_t, int64_t)) {
   const absl::Status st = xxnpuKernelParallelFor(blocks, [&](BlockRange r) -> absl::Status {
+    const SingleThreadedBlas one_thread;  // see RunEntry
     // The message is copied here, on the thread that produced it.
     if (const char* error = block(closure, r.begin, r.end)) return absl::InternalError(error);
     return absl::OkStatus();
@@ -57,6 +59,16 @@ const char* ParallelFor(int64_t blocks, void* closure, const char* (*block)(void
 }
 
 constexpr CompiledDeviceApi kDeviceApi{&ParallelFor};
+
+// Runs a generated kernel's entry on the device thread. MKL stays single-threaded there (and
+// in ParallelFor's blocks): Inductor's C++ templates call the host BLAS (the flex-attention
+// template's bfloat16 brgemm is MKL's cblas_gemm_bf16bf16f32 without AMX), and MKL would
+// otherwise start an OpenMP team on cores the device does not own (cpu_blas.h).
+absl::Status RunEntry(const char* (*entry)(const uint64_t*, const void*), const uint64_t* args) {
+  const SingleThreadedBlas one_thread;
+  if (const char* error = entry(args, &kDeviceApi)) return absl::InternalError(error);
+  return absl::OkStatus();
+}
 
 // Most kernels have a handful of arguments: up to this many, the arguments travel inside
 // the launch (no allocation); more take the heap-captured form.
@@ -71,8 +83,7 @@ struct InlineKernel {
   absl::Status operator()(BlockRange) const {
     uint64_t local[kInlineArgs];
     for (uint32_t i = 0; i < nargs; ++i) local[i] = DeviceWord(args[i], kinds[i], &args[i]);
-    if (const char* error = entry(local, &kDeviceApi)) return absl::InternalError(error);
-    return absl::OkStatus();
+    return RunEntry(entry, local);
   }
 };
 static_assert(kFitsInlineKernel<InlineKernel>);
@@ -284,8 +295,7 @@ const char* LaunchCompiledKernel(const CompiledLaunch* launch) {
                     kinds = std::move(kinds)](BlockRange) -> absl::Status {
           absl::InlinedVector<uint64_t, kInlineArgs> local(words.size());
           for (size_t i = 0; i < local.size(); ++i) local[i] = DeviceWord(words[i], kinds[i], &words[i]);
-          if (const char* error = entry(local.data(), &kDeviceApi)) return absl::InternalError(error);
-          return absl::OkStatus();
+          return RunEntry(entry, local.data());
         }),
         stream);
   }

@@ -228,8 +228,10 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   // A lazily conjugated or negated view reaches this PrivateUse1 kernel, not the
   // Conjugate/Negative one below, whenever those keys are excluded: under any
   // TorchDispatchMode (torch.compile's AOTAutograd runs its graphs under one) the redispatch
-  // skips every key above Python, so clone/copy_ of x.conj() lost the conjugation.
-  if (self.is_conj() != dst.is_conj() || self.is_neg() != dst.is_neg()) {
+  // skips every key above Python, so clone/copy_ of x.conj() lost the conjugation. Any bit,
+  // even the same on both sides: the host paths below hand tensors to the CPU's copy_ and
+  // contiguous(), which would apply it to values this copy moves as stored.
+  if (self.is_conj() || dst.is_conj() || self.is_neg() || dst.is_neg()) {
     return CopyFromLazyView(self, dst, non_blocking);
   }
   const at::Tensor src = BroadcastSource(self, dst);

@@ -68,6 +68,16 @@ void CheckOperandDevices(const c10::OperatorHandle& op, const torch::jit::Stack&
 void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.operator_name());
   CheckOperandDevices(op, *stack, name);
+  // A view op on the fallback would return a copy, and writes through it would be lost
+  // silently: refused before it runs or counts (every view ATen registers per backend has
+  // an xxnpu kernel; testing/ops/ops_test.py::test_every_backend_specific_view_op_has_an_xxnpu_kernel).
+  for (const c10::Argument& ret : op.schema().returns()) {
+    const c10::AliasInfo* alias = ret.alias_info();
+    TORCH_CHECK_NOT_IMPLEMENTED(alias == nullptr || alias->isWrite(), "xxnpu: ", name,
+                                " is a view op without an xxnpu kernel; the CPU fallback could only return a copy, "
+                                "so writes through the view would be lost. Register it for PrivateUse1 "
+                                "(ops/allocation_and_views.cc)");
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(!StrictFallback(), "xxnpu: ", name,
                               " has no xxnpu kernel and XXNPU_STRICT_FALLBACK=1 forbids running it on the CPU");
   bool first;
@@ -80,10 +90,7 @@ void XxnpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_WARN("xxnpu: ", name, " has no xxnpu kernel; it ran on the CPU (copies to and from the device). ",
                "torch_xxnpu.ops.fallback_counts() counts such ops; XXNPU_STRICT_FALLBACK=1 makes them errors.");
   }
-  // A view op on the fallback would return a copy, and writes through it would be lost
-  // silently: an error instead (every view ATen registers per backend has an xxnpu kernel;
-  // testing/ops/ops_test.py::test_every_backend_specific_view_op_has_an_xxnpu_kernel).
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);  // views: refused above already
 }
 
 namespace {

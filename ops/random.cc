@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 #include "device/c10/torch_status.h"
@@ -113,6 +114,17 @@ at::Tensor& Uniform(at::Tensor& self, double from, double to, std::optional<at::
   }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating point types only, got ",
               self.scalar_type());
+  // The CPU's bounds checks and messages (ATen's uniform_impl_): a bound the dtype cannot
+  // hold, or a span wider than its largest value, would make every sample inf or 0.
+  AT_DISPATCH_V2(self.scalar_type(), "xxnpu_uniform_bounds", AT_WRAP([&] {
+    const auto min = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+    const auto max = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    TORCH_CHECK(from >= min && from <= max, "from", " is out of bounds for ", self.dtype());
+    TORCH_CHECK(to >= min && to <= max, "to", " is out of bounds for ", self.dtype());
+    TORCH_CHECK((to - from) <= max, "uniform_ expects to-from <= std::numeric_limits<",
+                c10::toString(self.scalar_type()), ">::max(), but found to=", to, " and from=", from,
+                " which result in to-from to exceed the limit");
+  }), AT_EXPAND(AT_FLOATING_TYPES), at::kHalf, at::kBFloat16);
   return ViaContiguous(self, [&](at::Tensor& out) {
     // double needs 53 random bits: two words per element; otherwise one.
     const bool wide = out.scalar_type() == at::kDouble;

@@ -8,6 +8,7 @@ thread would fault. Before torch_xxnpu's changes every call here raised "FlexAtt
 only supported on CUDA, CPU, HPU, or MPS devices".
 """
 import os
+import re
 import tempfile
 
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="xxnpu_flex_attention_test_")
@@ -50,8 +51,8 @@ def _on_xxnpu(*tensors):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_compiled_score_mod_is_one_device_kernel_matching_the_cpu(dtype):
-    # 2 x 4 heads x 256 queries: more query blocks than compute threads, so every thread's
-    # scratch (sized for the device's thread count) is used.
+    # 2 x 4 heads x 256 queries: 8 work items, more than the compute threads (while the
+    # device has fewer than 8), so every thread's scratch slot is used.
     q, k, v = _qkv((2, 4, 256, 64), (2, 4, 256, 64), dtype)
     want = torch.compile(flex_attention)(q, k, v, score_mod=_relative_bias)
     compiled = torch.compile(flex_attention)
@@ -65,6 +66,7 @@ def test_compiled_score_mod_is_one_device_kernel_matching_the_cpu(dtype):
     # The template's parallel loops are the device's, sized for its thread count.
     threads = torch.xxnpu.get_device_properties(0).multi_processor_count
     assert f"xxnpu_device::aten_parallel_for<{threads}>(" in code
+    assert f"int64_t num_thread = {threads};" in code  # the scratch is sized for the same count
     assert "at::parallel_for(" not in code and "at::get_thread_num()" not in code
     assert torch_xxnpu.ops.fallback_counts() == {}
 
@@ -78,12 +80,42 @@ def test_compiled_block_mask_made_on_xxnpu_matches_the_cpu():
 
 
 def test_compiled_decode_with_grouped_query_heads_matches_the_cpu():
-    # One query per sequence against 512 cached keys, 8 query heads over 2 kv heads: the
-    # template's decode variant.
-    q, k, v = _qkv((4, 8, 1, 64), (4, 2, 512, 64))
-    want = torch.compile(flex_attention)(q, k, v, enable_gqa=True)
-    got = torch.compile(flex_attention)(*_on_xxnpu(q, k, v), enable_gqa=True)
+    # One query against 1024 cached keys under a block mask, 8 query heads over 2 kv heads:
+    # the template's decode variant (its own scratch and two parallel loops), which it picks
+    # only with a kv block size dividing its partition and >= 512 keys per batch item.
+    q, k, v = _qkv((1, 8, 1, 64), (1, 2, 1024, 64))
+
+    def first_1000(b, h, q_idx, kv_idx):
+        return kv_idx < 1000
+
+    want = torch.compile(flex_attention)(q, k, v, block_mask=create_block_mask(first_1000, 1, 1, 1, 1024, device="cpu"),
+                                         enable_gqa=True)
+    mask = create_block_mask(first_1000, 1, 1, 1, 1024, device="xxnpu")
+    got, (code,) = run_and_get_code(torch.compile(flex_attention), *_on_xxnpu(q, k, v), block_mask=mask,
+                                    enable_gqa=True)
+    assert "PARTITION_SIZE" in code  # the decode template
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_generated_kernels_keep_mkl_on_one_thread():
+    # The bfloat16 template calls MKL's bf16 GEMM (brgemm's fallback without AMX) from the
+    # device's threads; left alone MKL starts an OpenMP team per call on cores the device does
+    # not own (NThr:2 in MKL's log before the launcher kept it single-threaded).
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch_xxnpu\n"
+        "from torch.nn.attention.flex_attention import flex_attention\n"
+        "q = torch.randn(2, 4, 256, 64, dtype=torch.bfloat16, device='xxnpu')\n"
+        "torch.compile(flex_attention)(q, q, q); torch.xxnpu.synchronize()\n"
+    )
+    env = dict(os.environ, MKL_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    threads = re.findall(r"NThr:(\d+)", out.stdout)
+    # No MKL call at all is fine (another BLAS, or AMX's brgemm); every call made is 1 thread.
+    assert set(threads) <= {"1"}, sorted(set(threads))
 
 
 def test_cpp_wrapper_matches_the_cpu():

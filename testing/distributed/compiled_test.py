@@ -1,8 +1,9 @@
 """torch.compile with xxccl on 2 ranks: collectives inside a compiled graph (functional
 collectives and the in-place c10d calls Dynamo rewrites into them) lowered by Inductor
-onto xxccl, and a compiled DistributedDataParallel model (Dynamo's DDPOptimizer splits the
-graph at bucket boundaries) computing the gradient one process computes on the whole
-batch. Each rank compiles in its own process, with a private Inductor cache."""
+onto xxccl, and a compiled DistributedDataParallel model computing the gradient one
+process computes on the whole batch (torch 2.13 compiles DDP's step in pieces, with the same
+frames and graph breaks on the CPU with gloo; its DDPOptimizer does not split them here).
+Each rank compiles in its own process, with a private Inductor cache."""
 import os
 import sys
 import tempfile
@@ -58,19 +59,19 @@ def compiled_ddp_gradient(rank, world):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    def model():
+    def model():  # 4 MB of parameters: several 1 MB buckets
         torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+        return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 512))
 
     def batch(r):
-        return torch.randn(8, 16, generator=torch.Generator().manual_seed(r))
+        return torch.randn(8, 512, generator=torch.Generator().manual_seed(r))
 
     local = model().to("xxnpu")
-    torch.compile(DDP(local))(batch(rank).to("xxnpu")).square().mean().backward()
+    torch.compile(DDP(local, bucket_cap_mb=1))(batch(rank).to("xxnpu")).square().mean().backward()
     reference = model()  # one process, every rank's batch: DDP averages the gradients
     reference(torch.cat([batch(r) for r in range(world)])).square().mean().backward()
     for p, q in zip(local.parameters(), reference.parameters()):
-        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-6)
     return True
 
 

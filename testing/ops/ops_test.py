@@ -217,6 +217,12 @@ def test_lazy_views_resolve_under_a_python_dispatch_mode(python_mode):
         "pointwise": (lambda t: t.conj() + 1, z.conj() + 1),
         "negative view": (lambda t: t.conj().imag.clone(), z.conj().imag),
         "matmul": (lambda t: t.mH @ t, z.mH @ z),
+        # The same bit on both sides, through the host paths (another layout on the CPU; a
+        # non-contiguous CPU source): those hand tensors to the CPU's copy_/contiguous().
+        "conj into conj, to the host": (
+            lambda t: torch.zeros(4, 3, dtype=t.dtype).t().conj().copy_(t.conj()).resolve_conj(), z.conj()),
+        "conj into conj, from the host": (
+            lambda t: torch.zeros_like(t).conj().copy_(z.t().contiguous().t().conj()).resolve_conj(), z.conj()),
     }
     for name, (fn, want) in cases.items():
         if python_mode:
@@ -311,7 +317,8 @@ def test_device_casts_to_and_from_float8_and_complex32_match_the_cpu_bit_for_bit
             return torch.view_as_real(t.to(torch.complex128))
         return t.to(torch.float64) if t.is_floating_point() else t
 
-    x = torch.cat([torch.randn(60) * 4, torch.tensor([0.0, -0.0, 1e6, float("nan")])])
+    x = torch.cat([torch.randn(60, generator=torch.Generator().manual_seed(0)) * 4,
+                   torch.tensor([0.0, -0.0, 1e6, float("nan")])])
     for a in dtypes:
         src = x.to(a)
         for b in dtypes:
@@ -330,3 +337,20 @@ def test_device_casts_to_and_from_float8_and_complex32_match_the_cpu_bit_for_bit
             assert torch.equal(got, want) or (
                 got.is_floating_point() and torch.equal(got.isnan(), want.isnan())
                 and torch.equal(got.nan_to_num(), want.nan_to_num())), (a, b)
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.complex32):  # fills, as on the CPU
+        for value in (0.0, 1.5):
+            got = torch.full((5,), value, dtype=dtype, device="xxnpu")
+            assert torch.equal(values(got.cpu()), values(torch.full((5,), value, dtype=dtype)))
+
+
+def test_uniform_bounds_are_checked_as_on_the_cpu():
+    t = torch.empty(4, device="xxnpu")
+    with pytest.raises(RuntimeError, match="to is out of bounds for float"):
+        t.uniform_(0, 1e39)
+    with pytest.raises(RuntimeError, match="from is out of bounds for c10::Half"):
+        t.half().uniform_(-1e5, 0)
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to-from <= std::numeric_limits<Float>::max\(\)"):
+        t.uniform_(-3e38, 3e38)
+    with pytest.raises(RuntimeError, match="to is out of bounds"):  # complex: each part's dtype
+        torch.empty(2, dtype=torch.complex64, device="xxnpu").uniform_(0, 1e39)
+    assert t.uniform_(-2, 2).cpu().abs().max() <= 2

@@ -3,7 +3,7 @@ and compiled by Inductor's C++ flex attention template as an xxnpu device kernel
 
 torch 2.13 lists the devices FlexAttention runs on ({cuda, cpu, xpu, hpu, mps},
 ``flex_attention._validate_device``) and picks the lowering by device type (``cpu`` →
-``kernel.flex.flex_cpu.lower_cpu``, else Triton). xxnpu's generated kernels are the CPU's
+``kernel.flex.flex_cpu.lower_cpu``, ``mps`` → Metal, else Triton). xxnpu's generated kernels are the CPU's
 C++ (inductor.py), so xxnpu takes the CPU's rules and the CPU's template, with its limits:
 
 - inference only: inputs that require grad are refused (the CPU's rule: the C++ template

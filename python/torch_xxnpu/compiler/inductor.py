@@ -136,17 +136,25 @@ inline std::pair<int64_t, int64_t> share(int64_t n, int64_t tid, int64_t parts) 
 // device does not own, and index the scratch past its end.
 inline thread_local int64_t aten_thread = 0;
 inline int aten_thread_num() { return static_cast<int>(aten_thread); }
+struct AtenThreadScope {
+    explicit AtenThreadScope(int64_t tid) { aten_thread = tid; }
+    ~AtenThreadScope() { aten_thread = 0; }  // also when the body throws
+};
 template <int64_t threads, typename F>
 inline void aten_parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
     const int64_t n = end - begin;
     if (n <= 0) return;
-    const int64_t by_grain = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
-    const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, by_grain));
+    const int64_t g = std::max<int64_t>(grain, 1);
+    const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, n / g + (n % g != 0)));
+    if (parts == 1) {  // one share: no child grid
+        const AtenThreadScope scope(0);
+        f(begin, end);
+        return;
+    }
     parallel(parts, [&](int64_t tid) {
         const auto [lo, hi] = share(n, tid, parts);
-        aten_thread = tid;
+        const AtenThreadScope scope(tid);
         f(begin + lo, begin + hi);
-        aten_thread = 0;
     });
 }
 }  // namespace xxnpu_device
