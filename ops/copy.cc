@@ -285,8 +285,11 @@ at::Tensor CopyFromLazyView(const at::Tensor& self, const at::Tensor& dst, bool 
   return dst;
 }
 
-TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", &CopyFromLazyView); }
-TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", &CopyFromLazyView); }
+// The PrivateUse1 kernel (CopyFrom) resolves the bits itself, with or without these keys in
+// the dispatch: they only pass the call through (their generic fallback would materialise
+// the view with a clone, a copy_ again: infinite recursion).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &CopyFrom);
